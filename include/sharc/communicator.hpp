@@ -1,0 +1,131 @@
+/// \file
+/// sharc's C++ API: communicators and their collectives over host memory.
+///
+/// Buffer semantics follow NCCL: every collective is out-of-place unless the buffers overlap
+/// exactly as NCCL's in-place forms do (AllGather: sendbuff == recvbuff + rank*count*size;
+/// ReduceScatter: recvbuff == sendbuff + rank*count*size; AllReduce/Broadcast: equal
+/// pointers). Any other overlap is rejected.
+#pragma once
+
+#include <sharc/error.hpp>
+#include <sharc/types.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace sharc {
+
+/// Opaque rendezvous token: the root's address, port and a random job token.
+/// Create it once (makeUniqueId), send its bytes to every rank by any means, and pass it to
+/// Communicator::create on each rank.
+struct UniqueId {
+  static constexpr size_t kBytes = 128;
+  std::array<char, kBytes> bytes{};
+};
+
+/// Starts a rendezvous server thread in this process and returns the id that names it.
+/// The server lives until the job it serves has connected and finished initialising, or until
+/// SHARC_TIMEOUT_MS passes.
+UniqueId makeUniqueId();
+
+namespace detail {
+class RequestState;
+class CommunicatorImpl;
+}  // namespace detail
+
+/// Handle to a non-blocking collective. Cheap to copy; all copies share one operation.
+/// The buffers passed to the collective must stay valid until it completes.
+class Request {
+ public:
+  Request() = default;
+  /// Drives progress once; true when the operation has completed successfully.
+  /// Throws sharc::Error if it failed (peer died, mismatch, timeout).
+  bool test();
+  /// Drives progress until completion; throws sharc::Error(Timeout) if `timeout` passes
+  /// first (the operation stays pending and can be waited on again), or the operation's
+  /// own error. The default waits up to SHARC_TIMEOUT_MS (after which the operation fails).
+  void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
+  /// True once the operation has finished, successfully or not (no progress driven).
+  bool isCompleted() const noexcept;
+  /// True for a request that refers to an operation.
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+
+ private:
+  friend class detail::CommunicatorImpl;
+  explicit Request(std::shared_ptr<detail::RequestState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::RequestState> state_;
+};
+
+/// Options for creating a communicator; defaults come from the environment (SHARC_*).
+struct CommOptions {
+  /// libfabric provider ("tcp;ofi_rxm", "shm", "efa", ...); empty: SHARC_FI_PROVIDER, then
+  /// FI_PROVIDER, then automatic.
+  std::string provider;
+  /// Bound on every blocking wait and on each operation; 0: SHARC_TIMEOUT_MS.
+  std::chrono::milliseconds timeout{0};
+};
+
+/// A group of ranks that run collectives together. Thread-safe: calls may come from several
+/// threads, and every rank must issue the same collectives in the same order.
+class Communicator {
+ public:
+  /// Joins the job named by `id` as `rank` of `nranks` (collective over all ranks).
+  static std::shared_ptr<Communicator> create(const UniqueId& id, int nranks, int rank,
+                                              const CommOptions& options = {});
+  /// Joins the job described by the environment: SHARC_ROOT=host:port, SHARC_RANK,
+  /// SHARC_WORLD_SIZE, or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or Open MPI's
+  /// OMPI_COMM_WORLD_RANK/SIZE with SHARC_ROOT or MASTER_ADDR/MASTER_PORT. Rank 0 serves the
+  /// rendezvous on the root address.
+  static std::shared_ptr<Communicator> createFromEnvironment(const CommOptions& options = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  /// The libfabric provider this communicator's endpoint uses.
+  std::string provider() const;
+
+  /// Collective over this communicator: ranks passing the same color form a new communicator,
+  /// ordered by (key, old rank). A negative color returns nullptr (the rank joins none).
+  std::shared_ptr<Communicator> split(int color, int key);
+
+  /// recvbuff[r*count .. (r+1)*count) receives rank r's sendbuff[0..count).
+  Request iallGather(const void* sendbuff, void* recvbuff, size_t count, DataType type);
+  /// recvbuff[0..count) = op over ranks r of sendbuff_r[rank*count .. (rank+1)*count).
+  Request ireduceScatter(const void* sendbuff, void* recvbuff, size_t count, DataType type,
+                         RedOp op);
+  /// recvbuff[0..count) = op over ranks r of sendbuff_r[0..count).
+  Request iallReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type,
+                     RedOp op);
+  /// recvbuff[0..count) on every rank = sendbuff[0..count) of `root` (sendbuff is only read
+  /// on the root).
+  Request ibroadcast(const void* sendbuff, void* recvbuff, size_t count, DataType type, int root);
+  /// Completes once every rank has entered the barrier.
+  Request ibarrier();
+
+  /// Blocking forms: the non-blocking call followed by wait().
+  void allGather(const void* sendbuff, void* recvbuff, size_t count, DataType type);
+  void reduceScatter(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op);
+  void allReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op);
+  void broadcast(const void* sendbuff, void* recvbuff, size_t count, DataType type, int root);
+  void barrier();
+
+  /// Releases the endpoint share and fails every pending operation; later calls on this
+  /// communicator throw InvalidUsage. Called by the destructor if not called before.
+  void destroy() noexcept;
+
+  /// Internal: the implementation object (for sharc's own plugins).
+  detail::CommunicatorImpl& impl() { return *impl_; }
+
+ private:
+  explicit Communicator(std::unique_ptr<detail::CommunicatorImpl> impl);
+  std::unique_ptr<detail::CommunicatorImpl> impl_;
+  friend class detail::CommunicatorImpl;
+};
+
+}  // namespace sharc

@@ -1,0 +1,13 @@
+// Bootstrap over an MPI communicator (MPI_Allgather of blobs), for jobs launched by mpirun.
+#pragma once
+
+#include "bootstrap.hpp"
+
+#include <mpi.h>
+
+namespace sharc::bootstrap {
+
+/// Wraps `comm` (MPI must be initialised; the communicator must outlive the returned object).
+std::unique_ptr<Bootstrap> mpiBootstrap(MPI_Comm comm);
+
+}  // namespace sharc::bootstrap
