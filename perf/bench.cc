@@ -1,0 +1,231 @@
+#include "bench.hpp"
+
+#include "check.hpp"
+#include "launch.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace sharc::perf {
+
+namespace {
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{4096}); }
+};
+using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+
+Buffer allocate(size_t bytes) {
+  auto* p = static_cast<std::byte*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{4096}));
+  std::memset(p, 0, bytes);  // fault the pages in before anything is timed
+  return Buffer(p);
+}
+
+void runOnce(Communicator& comm, Collective c, const void* send, void* recv, size_t count,
+             DataType type, RedOp op) {
+  switch (c) {
+    case Collective::AllGather: comm.allGather(send, recv, count, type); return;
+    case Collective::ReduceScatter: comm.reduceScatter(send, recv, count, type, op); return;
+    case Collective::AllReduce: comm.allReduce(send, recv, count, type, op); return;
+  }
+}
+
+// Elements per rank for all_gather/reduce_scatter, in total for all_reduce.
+size_t countFor(Collective c, size_t bytes, size_t typeSize, int nranks) {
+  if (c == Collective::AllReduce) return bytes / typeSize;
+  return bytes / (typeSize * static_cast<size_t>(nranks));
+}
+
+// Bytes nccl-tests reports for `count`: the full gathered/scattered buffer.
+size_t bytesFor(Collective c, size_t count, size_t typeSize, int nranks) {
+  if (c == Collective::AllReduce) return count * typeSize;
+  return count * typeSize * static_cast<size_t>(nranks);
+}
+
+struct Call {
+  const void* send;
+  void* recv;
+};
+
+class Runner {
+ public:
+  Runner(Communicator& comm, const Options& o, Baseline* baseline)
+      : comm_(comm), o_(o), baseline_(baseline), rank_(comm.rank()), n_(comm.size()) {
+    maxBytes_ = 0;
+    for (size_t s : sizeSequence(o)) maxBytes_ = std::max(maxBytes_, s);
+    send_ = allocate(maxBytes_);
+    recv_ = allocate(maxBytes_);
+  }
+
+  Row measure(size_t nominalBytes, DataType type, std::optional<RedOp> op, uint64_t rowSeed) {
+    const size_t ts = dataTypeSize(type);
+    Row row;
+    row.count = countFor(o_.collective, nominalBytes, ts, n_);
+    row.bytes = bytesFor(o_.collective, row.count, ts, n_);
+    row.type = type;
+    row.op = op;
+    const RedOp redop = op.value_or(RedOp::Sum);
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      Measure& m = inPlace ? row.inPlace : row.outOfPlace;
+      const Call call = buffers(row.count, ts, inPlace != 0);
+      Pattern timingPattern{type, op, n_, rowSeed * 4 + static_cast<uint64_t>(inPlace)};
+      fillInputs(call, row.count, timingPattern, inPlace != 0);
+      m.timeUs = timeSharc(call, row.count, type, redop);
+      computeBandwidth(o_.collective, n_, row.bytes, m);
+      if (o_.check) m.wrong = check(call, row.count, {type, op, n_, rowSeed * 4 + 2}, inPlace != 0);
+    }
+    if (baseline_) {
+      BaselineMeasure b;
+      b.available = baseline_->supports(o_.collective, type, op, row.count);
+      if (b.available) {
+        const Call call = buffers(row.count, ts, false);
+        b.timeUs = baseline_->timeUs(o_.collective, call.send, call.recv, row.count, type, op,
+                                     o_.iters, o_.warmup);
+        b.busBw = busBandwidth(o_.collective, n_, row.bytes, b.timeUs);
+      }
+      row.baseline = b;
+    }
+    return row;
+  }
+
+ private:
+  Call buffers(size_t count, size_t ts, bool inPlace) {
+    std::byte* s = send_.get();
+    std::byte* r = recv_.get();
+    const size_t chunk = count * ts * static_cast<size_t>(rank_);
+    if (!inPlace) return {s, r};
+    switch (o_.collective) {
+      case Collective::AllGather: return {r + chunk, r};
+      case Collective::ReduceScatter: return {r, r + chunk};
+      case Collective::AllReduce: return {r, r};
+    }
+    return {s, r};
+  }
+
+  // Writes this rank's inputs for `p` and a sentinel everywhere the result will land.
+  void fillInputs(const Call& call, size_t count, const Pattern& p, bool inPlace) {
+    const size_t n = static_cast<size_t>(n_);
+    switch (o_.collective) {
+      case Collective::AllGather:
+        fillSentinel(call.recv, p.type, count * n);  // in place: overwritten below for our part
+        fillPattern(const_cast<void*>(call.send), p, rank_, 0, count);
+        return;
+      case Collective::ReduceScatter:
+        if (!inPlace) fillSentinel(call.recv, p.type, count);
+        fillPattern(const_cast<void*>(call.send), p, rank_, 0, count * n);
+        return;
+      case Collective::AllReduce:
+        if (!inPlace) fillSentinel(call.recv, p.type, count);
+        fillPattern(const_cast<void*>(call.send), p, rank_, 0, count);
+        return;
+    }
+  }
+
+  double timeSharc(const Call& call, size_t count, DataType type, RedOp op) {
+    for (int i = 0; i < o_.warmup; ++i) runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
+    comm_.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
+    const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - t0;
+    double mine = elapsed.count() / o_.iters;
+    double slowest = 0;
+    comm_.allReduce(&mine, &slowest, 1, DataType::Float64, RedOp::Max);
+    return slowest;
+  }
+
+  // One call on fresh inputs; returns the mismatches summed over ranks.
+  long long check(const Call& call, size_t count, const Pattern& p, bool inPlace) {
+    fillInputs(call, count, p, inPlace);
+    runOnce(comm_, o_.collective, call.send, call.recv, count, p.type, p.op.value_or(RedOp::Sum));
+    size_t wrong = 0;
+    switch (o_.collective) {
+      case Collective::AllGather: {
+        const size_t ts = dataTypeSize(p.type);
+        for (int r = 0; r < n_; ++r)
+          wrong += countWrongCopy(static_cast<const std::byte*>(call.recv) + static_cast<size_t>(r) * count * ts,
+                                  p, r, 0, count);
+        break;
+      }
+      case Collective::ReduceScatter:
+        wrong = countWrongReduced(call.recv, p, static_cast<size_t>(rank_) * count, count);
+        break;
+      case Collective::AllReduce: wrong = countWrongReduced(call.recv, p, 0, count); break;
+    }
+    int64_t mine = static_cast<int64_t>(wrong);
+    int64_t total = 0;
+    comm_.allReduce(&mine, &total, 1, DataType::Int64, RedOp::Sum);
+    return total;
+  }
+
+  Communicator& comm_;
+  const Options& o_;
+  Baseline* baseline_;
+  int rank_;
+  int n_;
+  size_t maxBytes_;
+  Buffer send_;
+  Buffer recv_;
+};
+
+}  // namespace
+
+RunInfo describeRun(Communicator& comm, const std::string& launch) {
+  RunInfo info;
+  info.nranks = comm.size();
+  info.provider = comm.provider();
+  info.launch = launch;
+  constexpr size_t kRecord = 96;
+  char mine[kRecord] = {};
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::snprintf(mine, sizeof mine, "Rank %2d Pid %6d on %s", comm.rank(),
+                static_cast<int>(::getpid()), host);
+  std::vector<char> all(kRecord * static_cast<size_t>(comm.size()));
+  comm.allGather(mine, all.data(), kRecord, DataType::Uint8);
+  for (int r = 0; r < comm.size(); ++r) {
+    const char* rec = all.data() + static_cast<size_t>(r) * kRecord;
+    info.rankLines.emplace_back(rec, strnlen(rec, kRecord));
+  }
+  return info;
+}
+
+int runBenchmark(Communicator& comm, const Options& options, const std::string& launch,
+                 Baseline* baseline) {
+  const bool root = comm.rank() == 0;
+  Reporter report(options, root);
+  report.header(describeRun(comm, launch));
+  Runner runner(comm, options, baseline);
+  std::vector<std::optional<RedOp>> ops;
+  if (collectiveReduces(options.collective))
+    for (RedOp op : options.ops) ops.emplace_back(op);
+  else
+    ops.emplace_back(std::nullopt);
+  uint64_t rowSeed = 1;
+  for (DataType type : options.types) {
+    for (const auto& op : ops) {
+      for (size_t bytes : sizeSequence(options)) {
+        ++rowSeed;
+        if (countFor(options.collective, bytes, dataTypeSize(type), comm.size()) == 0) continue;
+        report.row(runner.measure(bytes, type, op, rowSeed));
+      }
+    }
+  }
+  report.footer();
+  if (root && !options.jsonPath.empty() && !report.writeJson(options.jsonPath)) {
+    std::fprintf(stderr, "sharc-perf: cannot write %s: %s\n", options.jsonPath.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  return report.totalWrong() ? kExitCheckFailed : 0;
+}
+
+}  // namespace sharc::perf

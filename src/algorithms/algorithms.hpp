@@ -1,0 +1,38 @@
+// Builders that turn a collective call into a Schedule, one per named algorithm.
+#pragma once
+
+#include "schedule.hpp"
+
+#include <string>
+
+namespace sharc::algo {
+
+enum class Algorithm {
+  Ring,               ///< bandwidth-optimal, pipelined in chunks
+  RecursiveDoubling,  ///< log steps, powers of two (recursive halving for ReduceScatter)
+  Bruck,              ///< log steps, any number of ranks
+  BinomialTree,       ///< broadcast
+  Dissemination,      ///< barrier
+};
+const char* algorithmName(Algorithm a);
+
+/// Buffers and sizes of one call (count is per rank for AllGather/ReduceScatter).
+struct CollArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  int root = 0;
+  size_t chunkBytes = 1 << 20;  ///< pipelining granularity (already capped by the provider)
+};
+
+/// Number of chunks each block is cut into: enough for `chunkBytes` pieces, at least 1, and
+/// few enough that steps * chunks slots fit the tag.
+size_t chunksFor(size_t blockBytes, size_t chunkBytes, size_t steps);
+
+void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args);
+void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args);
+void buildAllReduce(Schedule& s, Algorithm a, const CollArgs& args);
+void buildBroadcast(Schedule& s, const CollArgs& args);
+void buildBarrier(Schedule& s);
+
+}  // namespace sharc::algo

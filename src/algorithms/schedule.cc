@@ -1,0 +1,303 @@
+#include "schedule.hpp"
+
+#include "core/log.hpp"
+#include "core/reduce.hpp"
+
+#include <cstring>
+#include <sstream>
+
+namespace sharc::algo {
+namespace {
+// Messages in flight per schedule. Bounding sends bounds what receivers may have to buffer as
+// unexpected messages; receives can be posted further ahead (they only help matching).
+constexpr size_t kMaxPostedSends = 32;
+constexpr size_t kMaxPostedRecvs = 256;
+}  // namespace
+
+const char* collKindName(CollKind kind) {
+  switch (kind) {
+    case CollKind::AllGather: return "allGather";
+    case CollKind::ReduceScatter: return "reduceScatter";
+    case CollKind::AllReduce: return "allReduce";
+    case CollKind::Broadcast: return "broadcast";
+    case CollKind::Barrier: return "barrier";
+    case CollKind::Split: return "split";
+  }
+  return "unknown collective";
+}
+
+ScratchPool::Buffer ScratchPool::acquire(size_t bytes) {
+  // Best fit among the free buffers, else a new one.
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i)
+    if (free_[i].size >= bytes && (best == free_.size() || free_[i].size < free_[best].size))
+      best = i;
+  if (best != free_.size()) {
+    Buffer b = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<long>(best));
+    return b;
+  }
+  Buffer b;
+  b.data.reset(new std::byte[bytes == 0 ? 1 : bytes]);
+  b.size = bytes;
+  return b;
+}
+
+void ScratchPool::release(Buffer buffer) {
+  constexpr size_t kMaxFree = 8;
+  if (free_.size() >= kMaxFree) free_.erase(free_.begin());
+  free_.push_back(std::move(buffer));
+}
+
+Schedule::Schedule(ScheduleContext ctx)
+    : ctx_(std::move(ctx)),
+      tagBase_(tag::base(ctx_.commId, ctx_.seq, tag::signature(ctx_.kind, ctx_.type, ctx_.op))) {}
+
+Schedule::~Schedule() {
+  if (ctx_.scratch)
+    for (auto& b : scratch_) ctx_.scratch->release(std::move(b));
+}
+
+std::string Schedule::describe() const {
+  std::ostringstream os;
+  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << "(count=" << ctx_.count
+     << ", " << dataTypeName(ctx_.type);
+  if (ctx_.kind == CollKind::ReduceScatter || ctx_.kind == CollKind::AllReduce)
+    os << ", " << redOpName(ctx_.op);
+  if (!ctx_.algorithm.empty()) os << ", " << ctx_.algorithm;
+  os << ")";
+  return os.str();
+}
+
+Schedule::OpId Schedule::add(Op op) {
+  const OpId id = static_cast<OpId>(ops_.size());
+  ops_.push_back(std::move(op));
+  ops_.back().transfer.owner = this;
+  ops_.back().transfer.index = id;
+  return id;
+}
+
+Schedule::OpId Schedule::send(int peer, uint32_t slot, const void* buf, size_t bytes) {
+  Op op{};
+  op.kind = Kind::Send;
+  op.peer = peer;
+  op.slot = slot;
+  op.src = buf;
+  op.size = bytes;
+  return add(std::move(op));
+}
+
+Schedule::OpId Schedule::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
+  Op op{};
+  op.kind = Kind::Recv;
+  op.peer = peer;
+  op.slot = slot;
+  op.dst = buf;
+  op.size = bytes;
+  return add(std::move(op));
+}
+
+Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t count) {
+  Op op{};
+  op.kind = Kind::Reduce;
+  op.dst = dst;
+  op.src = a;
+  op.src2 = b;
+  op.size = count;
+  return add(std::move(op));
+}
+
+Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
+  Op op{};
+  op.kind = Kind::Copy;
+  op.dst = dst;
+  op.src = src;
+  op.size = bytes;
+  return add(std::move(op));
+}
+
+Schedule::OpId Schedule::divide(void* data, size_t count) {
+  Op op{};
+  op.kind = Kind::Divide;
+  op.dst = data;
+  op.size = count;
+  return add(std::move(op));
+}
+
+void Schedule::after(OpId op, OpId before) {
+  ops_[before].dependents.push_back(op);
+  ++ops_[op].pendingDeps;
+}
+
+std::byte* Schedule::scratch(size_t bytes) {
+  scratch_.push_back(ctx_.scratch->acquire(bytes));
+  return scratch_.back().data.get();
+}
+
+void Schedule::complete(OpId id) {
+  Op& op = ops_[id];
+  op.state = OpState::Done;
+  ++done_;
+  for (OpId d : op.dependents) {
+    Op& next = ops_[d];
+    if (--next.pendingDeps == 0) {
+      next.state = OpState::Ready;
+      if (next.kind == Kind::Send) readySends_.push_back(d);
+      else if (next.kind == Kind::Recv) readyRecvs_.push_back(d);
+      else readyLocal_.push_back(d);
+    }
+  }
+}
+
+void Schedule::runLocal(Op& op) {
+  const size_t elem = dataTypeSize(ctx_.type);
+  switch (op.kind) {
+    case Kind::Reduce:
+      core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op);
+      break;
+    case Kind::Copy:
+      if (op.dst != op.src && op.size > 0) std::memmove(op.dst, op.src, op.size);
+      break;
+    case Kind::Divide:
+      if (ctx_.op == RedOp::Avg) core::finishAverage(op.dst, op.size, ctx_.type,
+                                                     static_cast<uint64_t>(ctx_.size));
+      break;
+    default: break;
+  }
+  (void)elem;
+}
+
+bool Schedule::post(OpId id) {
+  Op& op = ops_[id];
+  transport::PostStatus st;
+  if (op.kind == Kind::Send) {
+    const uint64_t t = tag::make(tagBase_, static_cast<uint32_t>(ctx_.rank), op.slot);
+    st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, op.src, op.size, op.transfer);
+  } else {
+    const uint64_t t = tag::make(tagBase_, static_cast<uint32_t>(op.peer), op.slot);
+    st = ctx_.endpoint->postRecv(t, tag::kSigMask, op.dst, op.size, op.transfer);
+  }
+  if (st == transport::PostStatus::Retry) return false;
+  if (st == transport::PostStatus::Failed) {
+    fail(Result::SystemError, describe() + ": could not post " +
+                                  (op.kind == Kind::Send ? "send to" : "receive from") +
+                                  " peer " + std::to_string(op.peer) + ": " +
+                                  ctx_.endpoint->lastError());
+    return false;
+  }
+  op.state = OpState::Posted;
+  ++posted_;
+  if (op.kind == Kind::Send) ++postedSends_;
+  else ++postedRecvs_;
+  return true;
+}
+
+Schedule::State Schedule::advance() {
+  if (state_ != State::Running) return state_;
+  if (!started_) {
+    started_ = true;
+    for (OpId id = 0; id < ops_.size(); ++id) {
+      if (ops_[id].pendingDeps != 0) continue;
+      ops_[id].state = OpState::Ready;
+      if (ops_[id].kind == Kind::Send) readySends_.push_back(id);
+      else if (ops_[id].kind == Kind::Recv) readyRecvs_.push_back(id);
+      else readyLocal_.push_back(id);
+    }
+  }
+  bool progressed = true;
+  while (progressed && state_ == State::Running) {
+    progressed = false;
+    while (!readyRecvs_.empty() && postedRecvs_ < kMaxPostedRecvs) {
+      if (!post(readyRecvs_.front())) break;
+      readyRecvs_.pop_front();
+      progressed = true;
+    }
+    while (!readySends_.empty() && postedSends_ < kMaxPostedSends && state_ == State::Running) {
+      if (!post(readySends_.front())) break;
+      readySends_.pop_front();
+      progressed = true;
+    }
+    while (!readyLocal_.empty() && state_ == State::Running) {
+      const OpId id = readyLocal_.front();
+      readyLocal_.pop_front();
+      runLocal(ops_[id]);
+      complete(id);
+      progressed = true;
+    }
+  }
+  if (state_ == State::Running && done_ == ops_.size()) state_ = State::Done;
+  if (state_ == State::Running && std::chrono::steady_clock::now() > ctx_.deadline) {
+    fail(Result::Timeout, describe() + ": timed out (SHARC_TIMEOUT_MS) " + waitingOn());
+  }
+  return state_;
+}
+
+std::string Schedule::waitingOn() const {
+  for (const Op& op : ops_) {
+    if (op.state == OpState::Posted && op.kind == Kind::Recv)
+      return "waiting for a message from peer " + std::to_string(op.peer);
+  }
+  for (const Op& op : ops_) {
+    if (op.state == OpState::Posted)
+      return "waiting for a send to peer " + std::to_string(op.peer) + " to complete";
+  }
+  return "with no message in flight";
+}
+
+void Schedule::fail(Result code, const std::string& message) {
+  if (state_ == State::Failed) return;
+  state_ = State::Failed;
+  errorCode_ = code;
+  errorMessage_ = message;
+  for (Op& op : ops_)
+    if (op.state == OpState::Posted) ctx_.endpoint->cancel(op.transfer);
+}
+
+void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
+  Op& op = ops_[t.index];
+  --posted_;
+  if (op.kind == Kind::Send) --postedSends_;
+  else --postedRecvs_;
+  if (state_ != State::Running) {
+    op.state = OpState::Done;
+    return;
+  }
+  if (op.kind == Kind::Recv) {
+    const uint32_t sig = tag::sigOf(tag);
+    const uint32_t expected = tag::signature(ctx_.kind, ctx_.type, ctx_.op);
+    if (sig != expected) {
+      std::ostringstream os;
+      os << describe() << ": mismatched call: peer " << op.peer << " called "
+         << collKindName(tag::sigKind(sig)) << "(" << dataTypeName(tag::sigType(sig));
+      if (tag::sigKind(sig) == CollKind::ReduceScatter || tag::sigKind(sig) == CollKind::AllReduce)
+        os << ", " << redOpName(tag::sigOp(sig));
+      os << ") while this rank expected the call above";
+      fail(Result::InvalidUsage, os.str());
+      return;
+    }
+    if (bytes != op.size) {
+      fail(Result::InvalidUsage,
+           describe() + ": mismatched count: peer " + std::to_string(op.peer) + " sent " +
+               std::to_string(bytes) + " bytes where " + std::to_string(op.size) +
+               " were expected (do all ranks pass the same count?)");
+      return;
+    }
+  }
+  complete(t.index);
+}
+
+void Schedule::onTransferError(transport::Transfer& t, Result code, const std::string& message) {
+  Op& op = ops_[t.index];
+  --posted_;
+  if (op.kind == Kind::Send) --postedSends_;
+  else --postedRecvs_;
+  op.state = OpState::Done;
+  if (state_ != State::Running) return;
+  std::string what = message;
+  if (code == Result::InvalidUsage)  // truncation: the peer sent more than this rank expects
+    what = "mismatched count: " + message + " (do all ranks pass the same count?)";
+  fail(code, describe() + ": " + (op.kind == Kind::Send ? "send to" : "receive from") +
+                 " peer " + std::to_string(op.peer) + " failed: " + what);
+}
+
+}  // namespace sharc::algo

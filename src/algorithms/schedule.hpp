@@ -1,0 +1,130 @@
+// A schedule is a collective as a graph of operations (send, receive, reduce, copy, divide)
+// with dependencies, executed without blocking: advance() posts every operation whose
+// dependencies are done, within windows that bound the messages in flight.
+#pragma once
+
+#include "tag.hpp"
+#include "transport/endpoint.hpp"
+
+#include <sharc/error.hpp>
+#include <sharc/types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sharc::algo {
+
+/// Scratch memory for schedules, reused across calls (allocation and page faults are costly).
+class ScratchPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    size_t size = 0;
+  };
+  Buffer acquire(size_t bytes);
+  void release(Buffer buffer);
+
+ private:
+  std::vector<Buffer> free_;
+};
+
+/// What a schedule needs from its communicator.
+struct ScheduleContext {
+  transport::Endpoint* endpoint = nullptr;
+  const std::vector<uint32_t>* peers = nullptr;  ///< communicator rank -> endpoint peer id
+  ScratchPool* scratch = nullptr;
+  int rank = 0;
+  int size = 1;
+  uint32_t commId = 0;
+  uint32_t seq = 0;
+  CollKind kind = CollKind::Barrier;
+  DataType type = DataType::Uint8;
+  RedOp op = RedOp::Sum;
+  size_t count = 0;
+  std::string algorithm;  ///< for messages and logs
+  std::chrono::steady_clock::time_point deadline;
+};
+
+class Schedule final : public transport::TransferOwner {
+ public:
+  using OpId = uint32_t;
+  enum class State { Running, Done, Failed };
+
+  explicit Schedule(ScheduleContext ctx);
+  ~Schedule();
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+
+  // ---- building (before start) ----
+  OpId send(int peer, uint32_t slot, const void* buf, size_t bytes);
+  OpId recv(int peer, uint32_t slot, void* buf, size_t bytes);
+  /// dst = a op b over `count` elements of the schedule's type (Avg reduces as Sum).
+  OpId reduce(void* dst, const void* a, const void* b, size_t count);
+  OpId copy(void* dst, const void* src, size_t bytes);
+  /// data /= size (finishes Avg); a no-op for other ops.
+  OpId divide(void* data, size_t count);
+  /// `op` starts only after `before` has completed.
+  void after(OpId op, OpId before);
+  /// Scratch bytes owned by the schedule (returned to the pool when it is destroyed).
+  std::byte* scratch(size_t bytes);
+  size_t opCount() const { return ops_.size(); }
+  const ScheduleContext& context() const { return ctx_; }
+
+  // ---- running ----
+  /// Posts what is ready and runs local operations; returns the state afterwards.
+  State advance();
+  State state() const { return state_; }
+  /// Fails the schedule: cancels posted transfers (they drain via the endpoint).
+  void fail(Result code, const std::string& message);
+  Result errorCode() const { return errorCode_; }
+  const std::string& errorMessage() const { return errorMessage_; }
+  /// True when no transfer of this schedule is still posted (safe to free).
+  bool quiescent() const { return posted_ == 0; }
+  /// "rank 2: allGather(count=7, float32, ring)" for messages.
+  std::string describe() const;
+
+  void onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) override;
+  void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
+
+ private:
+  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide };
+  enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
+  struct Op {
+    Kind kind;
+    OpState state = OpState::Waiting;
+    int peer = -1;
+    uint32_t slot = 0;
+    uint32_t pendingDeps = 0;
+    void* dst = nullptr;
+    const void* src = nullptr;
+    const void* src2 = nullptr;
+    size_t size = 0;  // bytes for transfers and copies, elements for reduce/divide
+    std::vector<OpId> dependents;
+    transport::Transfer transfer;
+  };
+  OpId add(Op op);
+  void complete(OpId id);
+  void runLocal(Op& op);
+  bool post(OpId id);
+  std::string waitingOn() const;
+
+  ScheduleContext ctx_;
+  uint64_t tagBase_;
+  std::deque<Op> ops_;  // deque: Transfer addresses stay fixed as ops are added
+  std::deque<OpId> readySends_, readyRecvs_, readyLocal_;
+  std::vector<ScratchPool::Buffer> scratch_;
+  State state_ = State::Running;
+  bool started_ = false;
+  size_t done_ = 0;
+  size_t posted_ = 0, postedSends_ = 0, postedRecvs_ = 0;
+  Result errorCode_ = Result::Success;
+  std::string errorMessage_;
+};
+
+}  // namespace sharc::algo

@@ -1,0 +1,82 @@
+#include "selector.hpp"
+
+#include "patterns.hpp"
+
+#include <sharc/error.hpp>
+
+#include <sstream>
+
+namespace sharc::algo {
+namespace {
+
+// Crossovers (first estimates, to be calibrated by the tuner of the topology issue): below
+// them the log-step algorithms' fewer rounds beat the ring's pipelining.
+constexpr size_t kLogAllGatherMaxTotal = 256 * 1024;   // bytes gathered per rank in total
+constexpr size_t kLogReduceScatterMaxTotal = 256 * 1024;
+constexpr size_t kBruckReduceScatterMaxTotal = 64 * 1024;  // Bruck RS sends ~log2(n)/2 x more
+constexpr size_t kLogAllReduceMax = 64 * 1024;
+
+std::optional<Algorithm> parseName(const std::string& name) {
+  if (name == "ring") return Algorithm::Ring;
+  if (name == "recursive_doubling" || name == "recursive_halving" || name == "rd")
+    return Algorithm::RecursiveDoubling;
+  if (name == "bruck") return Algorithm::Bruck;
+  return std::nullopt;
+}
+
+[[noreturn]] void bad(const std::string& item) {
+  throw Error(Result::InvalidArgument,
+              "SHARC_ALGO: cannot parse '" + item +
+                  "': expected ring, recursive_doubling (rd), bruck, or a comma-separated list "
+                  "of collective:name with collective one of allgather, reducescatter, "
+                  "allreduce");
+}
+
+}  // namespace
+
+AlgorithmOverride AlgorithmOverride::parse(const std::string& text) {
+  AlgorithmOverride o;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      const auto a = parseName(item);
+      if (!a) bad(item);
+      o.allGather = o.reduceScatter = o.allReduce = *a;
+      continue;
+    }
+    const std::string coll = item.substr(0, colon);
+    const auto a = parseName(item.substr(colon + 1));
+    if (!a) bad(item);
+    if (coll == "allgather") o.allGather = *a;
+    else if (coll == "reducescatter") o.reduceScatter = *a;
+    else if (coll == "allreduce") o.allReduce = *a;
+    else bad(item);
+  }
+  return o;
+}
+
+Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
+                          const AlgorithmOverride& o) {
+  const size_t total = bytesPerRank * static_cast<size_t>(nranks);
+  switch (kind) {
+    case CollKind::AllGather:
+      if (o.allGather) return *o.allGather;
+      if (total > kLogAllGatherMaxTotal) return Algorithm::Ring;
+      return isPowerOfTwo(nranks) ? Algorithm::RecursiveDoubling : Algorithm::Bruck;
+    case CollKind::ReduceScatter:
+      if (o.reduceScatter) return *o.reduceScatter;
+      if (isPowerOfTwo(nranks))
+        return total <= kLogReduceScatterMaxTotal ? Algorithm::RecursiveDoubling : Algorithm::Ring;
+      return total <= kBruckReduceScatterMaxTotal ? Algorithm::Bruck : Algorithm::Ring;
+    case CollKind::AllReduce:
+      if (o.allReduce) return *o.allReduce;
+      return bytesPerRank <= kLogAllReduceMax ? Algorithm::RecursiveDoubling : Algorithm::Ring;
+    case CollKind::Broadcast: return Algorithm::BinomialTree;
+    default: return Algorithm::Dissemination;
+  }
+}
+
+}  // namespace sharc::algo

@@ -1,0 +1,28 @@
+// Picks the algorithm of each call from its size and the number of ranks; SHARC_ALGO
+// overrides the choice ("ring", "recursive_doubling", "bruck", or per collective:
+// "allgather:ring,reducescatter:bruck,allreduce:recursive_doubling").
+#pragma once
+
+#include "algorithms.hpp"
+#include "tag.hpp"
+
+#include <optional>
+#include <string>
+
+namespace sharc::algo {
+
+/// A parsed SHARC_ALGO value.
+struct AlgorithmOverride {
+  std::optional<Algorithm> allGather, reduceScatter, allReduce;
+  /// Parses the forms above ("" = no override); throws sharc::Error(InvalidArgument) naming
+  /// SHARC_ALGO, the bad item and the accepted names.
+  static AlgorithmOverride parse(const std::string& text);
+};
+
+/// The algorithm for one call. `bytesPerRank` is count * element size (per-rank block for
+/// AllGather/ReduceScatter, the whole vector for AllReduce). Deterministic: every rank of a
+/// call gets the same answer from the same arguments and override.
+Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
+                          const AlgorithmOverride& override);
+
+}  // namespace sharc::algo

@@ -1,0 +1,63 @@
+// Layout of the 64-bit libfabric tag of every sharc message.
+//
+//   63..52 communicator id (12)  51..36 source rank (16)  35..24 sequence (12)
+//   23..14 signature (10: collective 3, type 4, op 3)     13..0 slot (14)
+//
+// The source rank is in the tag because not every provider supports directed receives. The
+// signature is ignored when matching and checked on completion, so a rank that calls another
+// collective, type or op is reported instead of silently mixing data. Slot 0x3FFF is the
+// control channel (abort notices).
+#pragma once
+
+#include <sharc/types.hpp>
+
+#include <cstdint>
+
+namespace sharc::algo {
+
+enum class CollKind : uint8_t {
+  AllGather = 1,
+  ReduceScatter = 2,
+  AllReduce = 3,
+  Broadcast = 4,
+  Barrier = 5,
+  Split = 6,
+};
+const char* collKindName(CollKind kind);
+
+namespace tag {
+inline constexpr int kCommBits = 12, kRankBits = 16, kSeqBits = 12, kSigBits = 10,
+                     kSlotBits = 14;
+inline constexpr int kSlotShift = 0, kSigShift = 14, kSeqShift = 24, kRankShift = 36,
+                     kCommShift = 52;
+inline constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
+inline constexpr uint64_t kSigMask = ((1ull << kSigBits) - 1) << kSigShift;
+inline constexpr uint64_t kSeqMask = ((1ull << kSeqBits) - 1) << kSeqShift;
+inline constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kRankShift;
+inline constexpr uint32_t kMaxComms = 1u << kCommBits;
+inline constexpr uint32_t kMaxRanks = 1u << kRankBits;
+inline constexpr uint32_t kControlSlot = static_cast<uint32_t>(kSlotMask);
+/// Slots usable by one schedule per peer pair.
+inline constexpr uint32_t kMaxSlots = kControlSlot;
+
+inline uint32_t signature(CollKind kind, DataType type, RedOp op) {
+  return (static_cast<uint32_t>(kind) & 7u) << 7 | (static_cast<uint32_t>(type) & 15u) << 3 |
+         (static_cast<uint32_t>(op) & 7u);
+}
+inline CollKind sigKind(uint32_t sig) { return static_cast<CollKind>((sig >> 7) & 7u); }
+inline DataType sigType(uint32_t sig) { return static_cast<DataType>((sig >> 3) & 15u); }
+inline RedOp sigOp(uint32_t sig) { return static_cast<RedOp>(sig & 7u); }
+
+/// Tag without rank and slot: communicator, sequence and signature.
+inline uint64_t base(uint32_t comm, uint32_t seq, uint32_t sig) {
+  return uint64_t{comm} << kCommShift | (uint64_t{seq} << kSeqShift & kSeqMask) |
+         (uint64_t{sig} << kSigShift & kSigMask);
+}
+inline uint64_t make(uint64_t base, uint32_t srcRank, uint32_t slot) {
+  return base | uint64_t{srcRank} << kRankShift | slot;
+}
+inline uint32_t sigOf(uint64_t t) { return static_cast<uint32_t>((t & kSigMask) >> kSigShift); }
+inline uint32_t rankOf(uint64_t t) { return static_cast<uint32_t>((t & kRankMask) >> kRankShift); }
+}  // namespace tag
+
+}  // namespace sharc::algo

@@ -1,0 +1,212 @@
+// Starting collectives (validation, algorithm choice, schedule), split and destroy.
+#include "communicator_impl.hpp"
+
+#include "algorithms/algorithms.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace sharc::detail {
+namespace {
+
+using algo::CollKind;
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+[[noreturn]] void invalid(Result code, int rank, CollKind kind, const std::string& what) {
+  throw Error(code, "rank " + std::to_string(rank) + ": " + algo::collKindName(kind) + ": " + what);
+}
+
+}  // namespace
+
+std::string CommunicatorImpl::provider() const { return state_->engine->endpoint().providerName(); }
+
+void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
+                                DataType type, RedOp op, int root) const {
+  const int r = state_->rank, n = state_->size;
+  if (destroyed_) invalid(Result::InvalidUsage, r, kind, "communicator used after destroy");
+  if (!isValid(type))
+    invalid(Result::InvalidArgument, r, kind,
+            "unknown data type " + std::to_string(static_cast<int>(type)) + " (expected 0.." +
+                std::to_string(kNumDataTypes - 1) + ")");
+  if ((kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) && !isValid(op))
+    invalid(Result::InvalidArgument, r, kind,
+            "unknown reduction op " + std::to_string(static_cast<int>(op)) + " (expected 0.." +
+                std::to_string(kNumRedOps - 1) + ")");
+  if (kind == CollKind::Broadcast && (root < 0 || root >= n))
+    invalid(Result::InvalidArgument, r, kind,
+            "root " + std::to_string(root) + " out of range (expected 0.." +
+                std::to_string(n - 1) + ")");
+  if (kind == CollKind::Barrier) return;
+  const size_t elem = dataTypeSize(type);
+  const size_t maxCount = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(n);
+  if (count > maxCount)
+    invalid(Result::InvalidArgument, r, kind,
+            "count " + std::to_string(count) + " overflows (at most " + std::to_string(maxCount) +
+                " elements of " + dataTypeName(type) + " per rank for " + std::to_string(n) +
+                " ranks)");
+  if (count == 0) return;
+  const bool needSend = kind != CollKind::Broadcast || r == root;
+  if (needSend && send == nullptr)
+    invalid(Result::InvalidArgument, r, kind, "sendbuff is null with count " + std::to_string(count));
+  if (recv == nullptr)
+    invalid(Result::InvalidArgument, r, kind, "recvbuff is null with count " + std::to_string(count));
+  const size_t bytes = count * elem;
+  size_t sendBytes = bytes, recvBytes = bytes;
+  const void* inPlaceSend = recv;  // where sendbuff must point for the in-place form
+  if (kind == CollKind::AllGather) {
+    recvBytes = bytes * n;
+    inPlaceSend = static_cast<const std::byte*>(recv) + bytes * r;
+  } else if (kind == CollKind::ReduceScatter) {
+    sendBytes = bytes * n;
+    inPlaceSend = static_cast<const std::byte*>(recv) - bytes * r;
+  }
+  if (needSend && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes))
+    invalid(Result::InvalidArgument, r, kind,
+            "sendbuff and recvbuff overlap but are not the in-place form (expected sendbuff == "
+            "recvbuff" +
+                std::string(kind == CollKind::AllGather       ? " + rank*count"
+                            : kind == CollKind::ReduceScatter ? " - rank*count"
+                                                              : "") +
+                " elements, or disjoint buffers)");
+}
+
+Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, size_t count,
+                                DataType type, RedOp op, int root) {
+  validate(kind, send, recv, count, type, op, root);
+  CommState& c = *state_;
+  Engine& engine = *c.engine;
+  std::lock_guard<std::mutex> lock(engine.mu);
+  if (c.aborted) invalid(Result::RemoteError, c.rank, kind, c.abortMessage);
+
+  const size_t elem = dataTypeSize(type);
+  algo::ScheduleContext ctx;
+  ctx.endpoint = &engine.endpoint();
+  ctx.peers = &c.peers;
+  ctx.scratch = &engine.scratch;
+  ctx.rank = c.rank;
+  ctx.size = c.size;
+  ctx.commId = c.id;
+  ctx.seq = c.nextSeq++;
+  ctx.kind = kind;
+  ctx.type = type;
+  ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
+  ctx.count = count;
+  ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
+  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos);
+  ctx.algorithm = algo::algorithmName(algorithm);
+  auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
+
+  algo::CollArgs args;
+  args.send = send;
+  args.recv = recv;
+  args.count = count;
+  args.root = root;
+  args.chunkBytes = std::min(core::Config::get().chunkBytes, engine.endpoint().maxMessageSize());
+  switch (kind) {
+    case CollKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
+    case CollKind::ReduceScatter: algo::buildReduceScatter(*schedule, algorithm, args); break;
+    case CollKind::AllReduce: algo::buildAllReduce(*schedule, algorithm, args); break;
+    case CollKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
+    default: algo::buildBarrier(*schedule); break;
+  }
+  SHARC_TRACE(schedule->describe() << ": seq " << schedule->context().seq << ", "
+                                   << schedule->opCount() << " operations");
+  auto request = std::make_shared<RequestState>(state_, std::move(schedule));
+  engine.addActive(request);
+  engine.progressLocked();  // post what can go right away
+  return Request(std::move(request));
+}
+
+std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
+  CommState& c = *state_;
+  // Each rank contributes (color, key, the communicator ids in use on its endpoint), so
+  // the members of a new communicator can pick an id that is free on all of them.
+  struct Record {
+    int32_t color;
+    int32_t key;
+    uint64_t used[algo::tag::kMaxComms / 64];
+  };
+  Record mine{};
+  mine.color = color;
+  mine.key = key;
+  {
+    std::lock_guard<std::mutex> lock(c.engine->mu);
+    for (uint32_t i = 0; i < algo::tag::kMaxComms; ++i)
+      if (c.engine->usedCommIds.test(i)) mine.used[i / 64] |= uint64_t{1} << (i % 64);
+  }
+  std::vector<Record> all(static_cast<size_t>(c.size));
+  Request req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8,
+                      RedOp::Sum, 0);
+  req.wait();
+  if (color < 0) return nullptr;
+
+  std::vector<int> members;
+  for (int r = 0; r < c.size; ++r)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[a].key < all[b].key; });
+  uint64_t used[algo::tag::kMaxComms / 64] = {};
+  for (int m : members)
+    for (size_t w = 0; w < std::size(used); ++w) used[w] |= all[m].used[w];
+  uint32_t id = algo::tag::kMaxComms;
+  for (uint32_t i = 0; i < algo::tag::kMaxComms && id == algo::tag::kMaxComms; ++i)
+    if ((used[i / 64] >> (i % 64) & 1) == 0) id = i;
+  if (id == algo::tag::kMaxComms)
+    throw Error(Result::InvalidUsage, "rank " + std::to_string(c.rank) +
+                                          ": split: all " + std::to_string(algo::tag::kMaxComms) +
+                                          " communicator ids are in use; destroy unused ones");
+  std::vector<uint32_t> peers;
+  int newRank = -1;
+  for (int m : members) {
+    if (m == c.rank) newRank = static_cast<int>(peers.size());
+    peers.push_back(c.peers[m]);
+  }
+  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), c.timeout,
+                                           c.algos);
+  {
+    std::lock_guard<std::mutex> lock(c.engine->mu);
+    child->start();
+  }
+  SHARC_INFO("rank " << c.rank << ": split color " << color << " -> rank " << newRank << " of "
+                     << child->size << ", communicator id " << id);
+  return wrap(std::move(child));
+}
+
+void CommunicatorImpl::destroy() noexcept {
+  if (destroyed_) return;
+  CommState& c = *state_;
+  // Best-effort barrier so that no peer still needs this endpoint to finish its last
+  // operation (providers may complete a sender only after the receiver acknowledges).
+  if (!c.aborted && c.size > 1) {
+    try {
+      Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
+      waitRequest(*req.state_, std::min<std::chrono::milliseconds>(c.timeout,
+                                                                   std::chrono::seconds(10)));
+    } catch (const std::exception& e) {
+      SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
+    }
+  }
+  destroyed_ = true;
+  std::lock_guard<std::mutex> lock(c.engine->mu);
+  c.engine->failActive(&c, Result::InvalidUsage, "communicator destroyed");
+  c.engine->progressLocked();
+  c.close();
+  // Let the cancellation complete; the state must not outlive this call inside the engine
+  // (it owns a reference to the engine, so keeping it there would never free either).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (!c.quiescent() && std::chrono::steady_clock::now() < until) c.engine->progressLocked();
+  if (!c.quiescent()) {
+    SHARC_WARN("rank " << c.rank << ": destroy: transfers still pending; leaking their state");
+    new std::shared_ptr<CommState>(state_);  // deliberately leaked: the provider may write to it
+  }
+}
+
+}  // namespace sharc::detail

@@ -1,0 +1,127 @@
+// The engine behind sharc::Communicator: one endpoint and progress engine shared by a world
+// communicator and everything split from it, the per-communicator state, and requests.
+#pragma once
+
+#include <sharc/communicator.hpp>
+
+#include "algorithms/schedule.hpp"
+#include "algorithms/selector.hpp"
+#include "transport/endpoint.hpp"
+
+#include <bitset>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sharc::detail {
+
+class CommState;
+
+/// One endpoint and the operations in flight on it. All access holds `mu`.
+class Engine {
+ public:
+  explicit Engine(std::unique_ptr<transport::Endpoint> endpoint);
+  ~Engine();
+
+  std::mutex mu;
+  transport::Endpoint& endpoint() { return *endpoint_; }
+  algo::ScratchPool scratch;
+  std::bitset<algo::tag::kMaxComms> usedCommIds;
+
+  /// Polls the endpoint and advances every active operation; true if anything happened.
+  bool progressLocked();
+  void addActive(std::shared_ptr<RequestState> request) { active_.push_back(std::move(request)); }
+  /// Keeps an object with posted transfers alive until they have all completed.
+  void drain(std::shared_ptr<algo::Schedule> s) { drainingSchedules_.push_back(std::move(s)); }
+  void drain(std::shared_ptr<CommState> c) { drainingComms_.push_back(std::move(c)); }
+  /// Fails the active operations of `comm` (used by abort and destroy).
+  void failActive(const CommState* comm, Result code, const std::string& message);
+
+ private:
+  std::unique_ptr<transport::Endpoint> endpoint_;
+  std::vector<std::shared_ptr<RequestState>> active_;
+  std::vector<std::shared_ptr<algo::Schedule>> drainingSchedules_;
+  std::vector<std::shared_ptr<CommState>> drainingComms_;
+};
+
+/// What one communicator is: its ranks, tag space, sequence and abort channel.
+class CommState final : public transport::TransferOwner {
+ public:
+  CommState(std::shared_ptr<Engine> engine, uint32_t id, int rank, std::vector<uint32_t> peers,
+            std::chrono::milliseconds timeout, algo::AlgorithmOverride algos);
+  ~CommState();
+
+  std::shared_ptr<Engine> engine;
+  const uint32_t id;
+  const int rank;
+  const int size;
+  const std::vector<uint32_t> peers;  ///< communicator rank -> endpoint peer
+  const std::chrono::milliseconds timeout;
+  const algo::AlgorithmOverride algos;
+  uint32_t nextSeq = 0;
+  bool aborted = false;
+  std::string abortMessage;
+
+  /// Posts the abort-notice receive (engine lock held).
+  void start();
+  /// Marks the communicator failed and tells every other rank (engine lock held).
+  void abort(const std::string& reason);
+  /// Cancels the abort-notice receive before the communicator goes away (engine lock held).
+  void close();
+  bool quiescent() const { return posted_ == 0; }
+
+  void onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) override;
+  void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
+
+ private:
+  transport::Transfer controlRecv_;
+  char controlBuf_[256] = {};
+  std::vector<std::unique_ptr<transport::Transfer>> noticeSends_;
+  std::string notice_;
+  int posted_ = 0;
+  bool controlPosted_ = false;
+};
+
+/// Shared state of a Request.
+class RequestState {
+ public:
+  enum class Status { Pending, Done, Failed };
+  RequestState(std::shared_ptr<CommState> comm, std::shared_ptr<algo::Schedule> schedule)
+      : comm(std::move(comm)), schedule(std::move(schedule)) {}
+  std::shared_ptr<CommState> comm;
+  std::shared_ptr<algo::Schedule> schedule;
+  Status status = Status::Pending;  // written under the engine lock
+  Result code = Result::Success;
+  std::string message;
+};
+
+class CommunicatorImpl {
+ public:
+  explicit CommunicatorImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
+  static std::shared_ptr<Communicator> wrap(std::shared_ptr<CommState> state);
+
+  int rank() const { return state_->rank; }
+  int size() const { return state_->size; }
+  std::string provider() const;
+
+  /// Validates, builds the schedule of `kind` and starts it.
+  Request start(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+                RedOp op, int root);
+  std::shared_ptr<Communicator> split(int color, int key);
+  void destroy() noexcept;
+  bool destroyed() const { return destroyed_; }
+  CommState& state() { return *state_; }
+
+ private:
+  void validate(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+                RedOp op, int root) const;
+  std::shared_ptr<CommState> state_;
+  bool destroyed_ = false;
+};
+
+/// Blocks until `request` finishes or `timeout` passes (throws Timeout then).
+void waitRequest(RequestState& request, std::chrono::milliseconds timeout);
+
+}  // namespace sharc::detail

@@ -1,0 +1,76 @@
+// Request: test() and wait() drive the engine's progress.
+#include "communicator_impl.hpp"
+
+#include <sched.h>
+#include <time.h>
+
+namespace sharc {
+namespace detail {
+namespace {
+
+bool finished(const RequestState& r) { return r.status != RequestState::Status::Pending; }
+
+void throwIfFailed(const RequestState& r) {
+  if (r.status == RequestState::Status::Failed) throw Error(r.code, r.message);
+}
+
+}  // namespace
+
+void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const bool bounded = timeout != std::chrono::milliseconds::max();
+  const auto deadline = bounded ? Clock::now() + timeout : Clock::time_point::max();
+  Engine& engine = *r.comm->engine;
+  int idle = 0;
+  for (;;) {
+    bool moved;
+    {
+      std::lock_guard<std::mutex> lock(engine.mu);
+      moved = engine.progressLocked();
+      if (finished(r)) break;
+    }
+    // Spin briefly, then yield: ranks often outnumber cores, and the peer we wait for needs
+    // the CPU to make progress. Long waits sleep a little to stop burning a core.
+    if (moved) {
+      idle = 0;
+    } else if (++idle > 64) {
+      if (idle > 20000) {
+        const timespec ts{0, 50000};
+        nanosleep(&ts, nullptr);
+      } else {
+        sched_yield();
+      }
+    }
+    if (bounded && (idle & 255) == 0 && Clock::now() > deadline)
+      throw Error(Result::Timeout, r.schedule->describe() + ": wait timed out after " +
+                                       std::to_string(timeout.count()) +
+                                       " ms (the operation is still pending)");
+  }
+  throwIfFailed(r);
+}
+
+}  // namespace detail
+
+bool Request::test() {
+  if (!state_) throw Error(Result::InvalidUsage, "test() on an empty sharc::Request");
+  detail::RequestState& r = *state_;
+  {
+    std::lock_guard<std::mutex> lock(r.comm->engine->mu);
+    if (!detail::finished(r)) r.comm->engine->progressLocked();
+  }
+  detail::throwIfFailed(r);
+  return r.status == detail::RequestState::Status::Done;
+}
+
+void Request::wait(std::chrono::milliseconds timeout) {
+  if (!state_) throw Error(Result::InvalidUsage, "wait() on an empty sharc::Request");
+  detail::waitRequest(*state_, timeout);
+}
+
+bool Request::isCompleted() const noexcept {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->comm->engine->mu);
+  return detail::finished(*state_);
+}
+
+}  // namespace sharc

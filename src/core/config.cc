@@ -1,0 +1,229 @@
+#include "config.hpp"
+
+#include <sharc/error.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <string_view>
+
+namespace sharc::core {
+namespace {
+
+// Returns the variable's value, or nullopt when it is unset or empty (an empty value is
+// treated as unset, as shells make `VAR=` easy to write by accident).
+std::optional<std::string> envValue(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+[[noreturn]] void badValue(const std::string& variable, const std::string& value,
+                           const std::string& expected) {
+  throw Error(Result::InvalidArgument,
+              variable + "='" + value + "' is malformed: expected " + expected);
+}
+
+std::string upper(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return text;
+}
+
+// Parses the whole string as an unsigned decimal integer (no sign, no spaces).
+bool parseUnsigned(std::string_view text, uint64_t& out) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+LogLevel parseLogLevel(const std::string& value) {
+  const std::string u = upper(value);
+  if (u == "NONE") return LogLevel::None;
+  if (u == "WARN") return LogLevel::Warn;
+  if (u == "INFO") return LogLevel::Info;
+  if (u == "TRACE") return LogLevel::Trace;
+  badValue("SHARC_DEBUG", value, "one of NONE, WARN, INFO, TRACE (case-insensitive)");
+}
+
+std::chrono::milliseconds parseTimeout(const std::string& value) {
+  uint64_t ms = 0;
+  // Anything beyond ~292 years would overflow steady_clock arithmetic in deadlines.
+  constexpr uint64_t kMaxMs = uint64_t{1} << 50;
+  if (!parseUnsigned(value, ms) || ms == 0 || ms > kMaxMs) {
+    badValue("SHARC_TIMEOUT_MS", value,
+             "a positive integer number of milliseconds (1.." + std::to_string(kMaxMs) + ")");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+size_t parseChunkBytes(const std::string& value) {
+  const char* expected =
+      "an integer number of bytes >= 4096, optionally with a K, M or G suffix (e.g. 512K)";
+  uint64_t multiplier = 1;
+  // Accept "64K", "64KB", "64KiB" (all binary multiples), case-insensitive.
+  const size_t split = std::min(value.find_first_not_of("0123456789"), value.size());
+  const std::string digits = value.substr(0, split);
+  const std::string suffix = upper(value.substr(split));
+  if (suffix == "B" || suffix.empty()) {
+    multiplier = 1;
+  } else if (suffix == "K" || suffix == "KB" || suffix == "KIB") {
+    multiplier = uint64_t{1} << 10;
+  } else if (suffix == "M" || suffix == "MB" || suffix == "MIB") {
+    multiplier = uint64_t{1} << 20;
+  } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
+    multiplier = uint64_t{1} << 30;
+  } else {
+    badValue("SHARC_CHUNK_BYTES", value, expected);
+  }
+  uint64_t count = 0;
+  if (!parseUnsigned(digits, count)) badValue("SHARC_CHUNK_BYTES", value, expected);
+  if (count > std::numeric_limits<size_t>::max() / multiplier) {
+    badValue("SHARC_CHUNK_BYTES", value, "a value that fits in size_t (>= 4096)");
+  }
+  const uint64_t bytes = count * multiplier;
+  if (bytes < 4096) badValue("SHARC_CHUNK_BYTES", value, expected);
+  return static_cast<size_t>(bytes);
+}
+
+// Parses a non-negative int; `expected` describes the acceptable values.
+int parseIntVar(const char* name, const std::string& value, const char* expected) {
+  uint64_t v = 0;
+  if (!parseUnsigned(value, v) || v > static_cast<uint64_t>(std::numeric_limits<int>::max())) {
+    badValue(name, value, expected);
+  }
+  return static_cast<int>(v);
+}
+
+// The first set variable of `names` and its value.
+struct Found {
+  const char* name = nullptr;
+  std::string value;
+};
+Found firstSet(std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (auto v = envValue(name)) return {name, *v};
+  }
+  return {};
+}
+
+}  // namespace
+
+Config Config::load() {
+  Config config;
+  if (auto v = envValue("SHARC_DEBUG")) config.logLevel = parseLogLevel(*v);
+  if (auto v = envValue("SHARC_TIMEOUT_MS")) config.timeout = parseTimeout(*v);
+  if (auto v = envValue("SHARC_FI_PROVIDER")) {
+    config.provider = *v;
+  } else if (auto fi = envValue("FI_PROVIDER")) {
+    config.provider = *fi;
+  }
+  if (auto v = envValue("SHARC_ALGO")) config.algorithm = *v;
+  if (auto v = envValue("SHARC_CHUNK_BYTES")) config.chunkBytes = parseChunkBytes(*v);
+  if (auto v = envValue("SHARC_NODE_ID")) config.nodeId = *v;
+  if (auto v = envValue("SHARC_SOCKET_IFNAME")) config.socketIfname = *v;
+  return config;
+}
+
+const Config& Config::get() {
+  // Function-local static: initialised once, thread-safely. If load() throws, the next call
+  // retries (and throws the same error again).
+  static const Config config = load();
+  return config;
+}
+
+void parseHostPort(const std::string& text, const char* what, std::string& host,
+                   uint16_t& port) {
+  const char* expected = "host:port or [ipv6-address]:port with a port in 1..65535";
+  std::string h;
+  std::string portText;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      badValue(what, text, expected);
+    }
+    h = text.substr(1, close - 1);
+    portText = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string::npos) badValue(what, text, expected);
+    h = text.substr(0, colon);
+    portText = text.substr(colon + 1);
+    // An unbracketed IPv6 address is ambiguous ("::1:29500"): require brackets.
+    if (h.find(':') != std::string::npos) {
+      badValue(what, text, "[ipv6-address]:port (IPv6 addresses need brackets)");
+    }
+  }
+  uint64_t p = 0;
+  if (h.empty() || !parseUnsigned(portText, p) || p == 0 || p > 65535) {
+    badValue(what, text, expected);
+  }
+  host = h;
+  port = static_cast<uint16_t>(p);
+}
+
+std::optional<LaunchEnv> readLaunchEnv() {
+  LaunchEnv env;
+  std::string rootVars;  // names the variables the root came from, for messages
+  if (auto root = envValue("SHARC_ROOT")) {
+    parseHostPort(*root, "SHARC_ROOT", env.rootHost, env.rootPort);
+    rootVars = "SHARC_ROOT=" + *root;
+  } else {
+    auto addr = envValue("MASTER_ADDR");
+    auto portText = envValue("MASTER_PORT");
+    if (!addr && !portText) return std::nullopt;
+    if (!addr) {
+      throw Error(Result::InvalidArgument,
+                  "MASTER_PORT='" + *portText +
+                      "' is set but MASTER_ADDR is not: expected both (or SHARC_ROOT=host:port)");
+    }
+    if (!portText) {
+      throw Error(Result::InvalidArgument,
+                  "MASTER_ADDR='" + *addr +
+                      "' is set but MASTER_PORT is not: expected both (or SHARC_ROOT=host:port)");
+    }
+    std::string host = *addr;
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (host.empty()) badValue("MASTER_ADDR", *addr, "a host name or IP address");
+    uint64_t p = 0;
+    if (!parseUnsigned(*portText, p) || p == 0 || p > 65535) {
+      badValue("MASTER_PORT", *portText, "a port number in 1..65535");
+    }
+    env.rootHost = host;
+    env.rootPort = static_cast<uint16_t>(p);
+    rootVars = "MASTER_ADDR=" + *addr + " MASTER_PORT=" + *portText;
+  }
+
+  // Rank and size: SHARC_* first, then torchrun's, then the MPI launcher's, then Slurm's.
+  const Found rank = firstSet({"SHARC_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"});
+  const Found size =
+      firstSet({"SHARC_WORLD_SIZE", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"});
+  if (rank.name == nullptr) {
+    throw Error(Result::InvalidArgument,
+                "the bootstrap root is set (" + rootVars +
+                    ") but the rank is unknown: expected SHARC_RANK (or RANK, "
+                    "OMPI_COMM_WORLD_RANK, SLURM_PROCID) to be set");
+  }
+  if (size.name == nullptr) {
+    throw Error(Result::InvalidArgument,
+                "the bootstrap root is set (" + rootVars +
+                    ") but the world size is unknown: expected SHARC_WORLD_SIZE (or WORLD_SIZE, "
+                    "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS) to be set");
+  }
+  env.rank = parseIntVar(rank.name, rank.value, "a non-negative integer rank");
+  env.worldSize = parseIntVar(size.name, size.value, "a positive integer world size");
+  if (env.worldSize < 1) badValue(size.name, size.value, "a positive integer world size");
+  if (env.rank >= env.worldSize) {
+    throw Error(Result::InvalidArgument,
+                std::string(rank.name) + "='" + rank.value + "' is out of range: expected a rank " +
+                    "below the world size " + size.name + "=" + size.value);
+  }
+  if (auto token = envValue("SHARC_JOB_TOKEN")) env.jobToken = *token;
+  return env;
+}
+
+}  // namespace sharc::core

@@ -1,0 +1,77 @@
+// The transport interface the algorithms are written against: tagged, reliable, unordered
+// messages between the peers of one endpoint. The libfabric implementation lives in
+// fabric_endpoint.cc; a shared-memory or GPU transport plugs in behind the same interface.
+#pragma once
+
+#include <sharc/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sharc::transport {
+
+class TransferOwner;
+
+/// One posted message. Must stay at a fixed address from post until its completion (or the
+/// endpoint's destruction). The first member is scratch space the provider may use
+/// (libfabric's FI_CONTEXT / FI_CONTEXT2 mode).
+struct Transfer {
+  alignas(16) unsigned char providerContext[64];
+  TransferOwner* owner = nullptr;  ///< told when the transfer completes
+  uint32_t index = 0;              ///< owner's own number for this transfer
+};
+
+/// Receives completions of the transfers it posted.
+class TransferOwner {
+ public:
+  /// `bytes` is the received length for receives (the posted length for sends); `tag` is the
+  /// matched tag for receives.
+  virtual void onTransferDone(Transfer& t, size_t bytes, uint64_t tag) = 0;
+  virtual void onTransferError(Transfer& t, Result code, const std::string& message) = 0;
+
+ protected:
+  ~TransferOwner() = default;
+};
+
+/// Status of a post on the hot path (no exceptions there).
+enum class PostStatus { Posted, Retry, Failed };
+
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+  /// Provider name, e.g. "tcp;ofi_rxm" or "shm".
+  virtual std::string providerName() const = 0;
+  /// This endpoint's address, opaque bytes to hand to the peers' setPeers().
+  virtual std::string localAddress() const = 0;
+  /// Resolves the peers' addresses; peer ids are indices into `addresses`.
+  virtual void setPeers(const std::vector<std::string>& addresses) = 0;
+  /// Largest message one post may carry.
+  virtual size_t maxMessageSize() const = 0;
+  /// Posts a tagged send of `len` bytes to `peer`.
+  virtual PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
+                              Transfer& t) = 0;
+  /// Posts a tagged receive from any peer matching `tag` except the bits set in `ignore`.
+  virtual PostStatus postRecv(uint64_t tag, uint64_t ignore, void* buf, size_t len,
+                              Transfer& t) = 0;
+  /// Asks the provider to cancel a posted transfer; its owner is told (with an error) later.
+  virtual void cancel(Transfer& t) = 0;
+  /// Reads completions and tells their owners; returns how many were handled.
+  virtual size_t progress() = 0;
+  /// Human-readable reason of the last Failed post.
+  virtual std::string lastError() const = 0;
+};
+
+/// What the provider selection decided.
+struct EndpointOptions {
+  std::string provider;  ///< exact provider name; empty: automatic
+  bool allLocal = false; ///< every peer runs on this host (shm and loopback become candidates)
+};
+
+/// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the
+/// provider(s) tried when none can be opened.
+std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options);
+
+}  // namespace sharc::transport

@@ -1,0 +1,21 @@
+// Choosing a libfabric provider: the user's choice, else the best one this host offers.
+#pragma once
+
+#include "endpoint.hpp"
+#include "fabric.hpp"
+
+#include <string>
+#include <vector>
+
+namespace sharc::transport {
+
+/// Provider names to try, best first: the explicit one alone, else efa, verbs;ofi_rxm,
+/// tcp;ofi_rxm — with shm first when every peer is on this host.
+std::vector<std::string> providerCandidates(const EndpointOptions& options);
+
+/// fi_getinfo for an RDM tagged endpoint of `provider`; nullptr when the provider is absent.
+/// With `preferLoopback`, a "lo" domain is chosen where the provider offers one (all ranks
+/// on this host), unless FI_TCP_IFACE already pins the interface.
+FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why);
+
+}  // namespace sharc::transport
