@@ -85,7 +85,8 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
   std::fflush(nullptr);  // children must not inherit unwritten output
   std::vector<pid_t> pids(static_cast<size_t>(nranks), -1);
   std::vector<bool> done(pids.size(), false);
-  int failures = 0;
+  int failures = 0;  // ranks that did not exit 0 (or could not be started)
+  bool timedOut = false;
   int running = 0;
 
   auto killAll = [&](int sig) {
@@ -141,7 +142,7 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
     const auto now = Clock::now();
     if (!killDeadline && timeoutSec > 0 && now - start > std::chrono::seconds(timeoutSec)) {
       std::fprintf(stderr, "sharc-perf: timeout after %d s (-T); stopping the ranks\n", timeoutSec);
-      ++failures;
+      timedOut = true;
       killAll(SIGTERM);
       killDeadline = now + std::chrono::seconds(3);
     }
@@ -151,9 +152,9 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  if (failures) {
-    std::fprintf(stderr, "sharc-perf: FAILED (%d of %d ranks did not succeed)\n",
-                 failures, nranks);
+  if (failures || timedOut) {
+    std::fprintf(stderr, "sharc-perf: FAILED (%d of %d ranks did not succeed%s)\n", failures,
+                 nranks, timedOut ? ", timeout" : "");
     return 1;
   }
   return 0;

@@ -166,6 +166,8 @@ Options parseOptions(int argc, char** argv) {
       o.help = true;
       continue;
     }
+    if (std::string_view("beifnwcdoNTJB").find(letter) == std::string_view::npos)
+      throw UsageError("unknown option '" + std::string(arg) + "'");
     std::string_view value;
     if (inlineValue) {
       value = *inlineValue;

@@ -129,6 +129,7 @@ void reverseBruckReduceScatter(Schedule& s, const CollArgs& a) {
 
 void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args) {
   if (args.count == 0) return;
+  if (s.context().size == 1) return ringReduceScatter(s, args);  // a copy (and Avg's divide)
   switch (a) {
     case Algorithm::RecursiveDoubling:
       if (isPowerOfTwo(s.context().size)) return recursiveHalvingReduceScatter(s, args);

@@ -1,4 +1,11 @@
 // sharc::createFromMpi: the MPI bootstrap feeding the common communicator factory.
+// Only MPI's C API is used: keep Open MPI's / MPICH's C++ bindings (libmpi_cxx) out.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <sharc/mpi.hpp>
 
 #include "api/factory.hpp"

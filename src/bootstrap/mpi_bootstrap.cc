@@ -1,8 +1,15 @@
+// Open MPI's and MPICH's mpi.h pull in the deprecated C++ bindings (and a link dependency on
+// libmpi_cxx) when compiled as C++; only the C API is used here.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include "bootstrap/mpi_bootstrap.hpp"
 
-#include <sharc/error.hpp>
-
 #include <limits>
+#include <sharc/error.hpp>
 #include <string>
 #include <vector>
 
@@ -12,7 +19,8 @@ namespace {
 std::string mpiErrorText(int code) {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
   return std::string(text, static_cast<size_t>(length));
 }
 
@@ -44,8 +52,8 @@ class MpiBootstrap final : public Bootstrap {
     for (int r = 0; r < size_; ++r) {
       const int length = lengths[static_cast<size_t>(r)];
       if (length < 0 || static_cast<size_t>(length) > kMaxBlobBytes) {
-        throw Error(Result::RemoteError, prefix() + round + ": rank " + std::to_string(r) +
-                                             " passed an oversized blob");
+        throw Error(Result::RemoteError,
+                    prefix() + round + ": rank " + std::to_string(r) + " passed an oversized blob");
       }
       displs[static_cast<size_t>(r)] = static_cast<int>(total);
       total += length;
@@ -57,13 +65,14 @@ class MpiBootstrap final : public Bootstrap {
     std::string all(static_cast<size_t>(total), '\0');
     // MPI_Allgatherv's send buffer is const void* since MPI-3; .data() of an empty string is
     // still a valid pointer.
-    check(MPI_Allgatherv(blob.data(), myLength, MPI_BYTE, all.data(), lengths.data(),
-                         displs.data(), MPI_BYTE, comm_),
+    check(MPI_Allgatherv(blob.data(), myLength, MPI_BYTE, all.data(), lengths.data(), displs.data(),
+                         MPI_BYTE, comm_),
           round);
     std::vector<std::string> out(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r) {
-      out[static_cast<size_t>(r)] = all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                                               static_cast<size_t>(lengths[static_cast<size_t>(r)]));
+      out[static_cast<size_t>(r)] =
+          all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                     static_cast<size_t>(lengths[static_cast<size_t>(r)]));
     }
     return out;
   }

@@ -1,13 +1,6 @@
 // The rendezvous server: one thread polls the listening socket, connections still in the
 // handshake ("pending") and the connections of joined ranks ("members"). See protocol.hpp for
 // the wire format.
-#include "bootstrap/bootstrap.hpp"
-#include "bootstrap/protocol.hpp"
-#include "bootstrap/socket.hpp"
-#include "core/log.hpp"
-
-#include <sharc/error.hpp>
-
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -19,8 +12,15 @@
 #include <cerrno>
 #include <deque>
 #include <memory>
+#include <sharc/error.hpp>
+#include <sstream>
 #include <thread>
 #include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/protocol.hpp"
+#include "bootstrap/socket.hpp"
+#include "core/log.hpp"
 
 namespace sharc::bootstrap {
 namespace {
@@ -36,6 +36,13 @@ constexpr size_t kReadBudget = 256 * 1024;  // bytes read per connection per pol
 constexpr milliseconds kHandshakeLimit{2000};
 constexpr milliseconds kAbortDrain{2000};  // time given to ranks to read an abort notice
 constexpr milliseconds kStopDrain{500};
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
 
 struct Pending {
   Fd fd;
@@ -68,8 +75,7 @@ enum class Phase { Serving, Draining, Done };
 
 class Server {
  public:
-  Server(Fd listenFd, Fd wakeFd, uint64_t token, int nranks, milliseconds timeout,
-         std::string name)
+  Server(Fd listenFd, Fd wakeFd, uint64_t token, int nranks, milliseconds timeout, std::string name)
       : listen_(std::move(listenFd)),
         wake_(std::move(wakeFd)),
         token_(token),
@@ -121,7 +127,8 @@ class Server {
       if (phase_ == Phase::Serving && listen_ && Clock::now() >= acceptPausedUntil_) {
         add(listen_.get(), POLLIN, Kind::Listen, 0);
       }
-      for (size_t i = 0; i < pending_.size(); ++i) add(pending_[i].fd.get(), POLLIN, Kind::Pending, i);
+      for (size_t i = 0; i < pending_.size(); ++i)
+        add(pending_[i].fd.get(), POLLIN, Kind::Pending, i);
       for (size_t r = 0; r < members_.size(); ++r) {
         const Member& m = members_[r];
         if (m.fd) add(m.fd.get(), POLLIN | (m.out.empty() ? 0 : POLLOUT), Kind::Member, r);
@@ -144,7 +151,10 @@ class Server {
         uint64_t value = 0;
         [[maybe_unused]] ssize_t n = ::read(wake_.get(), &value, sizeof(value));
         if (stop_.load()) {
-          abort("the root server was shut down (RootServer destroyed)", kStopDrain);
+          // Destroying the server between rounds of a complete job is routine, not a failure.
+          bool between = joined_ == nranks_ && round_ > 0;
+          for (const Member& m : members_) between = between && !m.hasInput();
+          abort("the root server was shut down (RootServer destroyed)", kStopDrain, between);
           drainDeadline_ = std::min(drainDeadline_, Clock::now() + kStopDrain);
         }
         break;
@@ -214,6 +224,30 @@ class Server {
     p.fd.reset();
   }
 
+  // Why a hello must be refused ("" when acceptable); *notify: whether to tell the client.
+  std::string helloProblem(const proto::Hello& h, bool* notify) const {
+    if (h.magic != proto::kHelloMagic) {
+      *notify = false;  // not one of ours: say nothing
+      return "bad magic (not a sharc bootstrap client)";
+    }
+    if (h.version != proto::kVersion) {
+      return cat("protocol version ", h.version, ", expected ", proto::kVersion);
+    }
+    if (h.token != token_) return cat("wrong job token (rank ", h.rank, ", a different job?)");
+    if (h.nranks < 1 || h.nranks > proto::kMaxRanks) return cat("invalid nranks ", h.nranks);
+    if (nranks_ != 0 && h.nranks != nranks_) {
+      return cat("nranks ", h.nranks, " differs from the job's ", nranks_);
+    }
+    if (h.rank < 0 || h.rank >= h.nranks) {
+      return cat("rank ", h.rank, " out of range for nranks ", h.nranks);
+    }
+    if (nranks_ != 0 && members_[static_cast<size_t>(h.rank)].joined) {
+      return cat("rank ", h.rank, " is already taken by ",
+                 members_[static_cast<size_t>(h.rank)].peer);
+    }
+    return "";
+  }
+
   void readHello(Pending& p) {
     const ssize_t n = ::recv(p.fd.get(), p.buf.data() + p.got, p.buf.size() - p.got, MSG_DONTWAIT);
     if (n == 0) return reject(p, "closed before sending a complete hello", false);
@@ -224,34 +258,15 @@ class Server {
     p.got += static_cast<size_t>(n);
     if (p.got < p.buf.size()) return;
     const proto::Hello h = proto::Hello::decode(p.buf.data());
-    if (h.magic != proto::kHelloMagic) {
-      return reject(p, "bad magic (not a sharc bootstrap client)", false);
-    }
-    if (h.version != proto::kVersion) {
-      return reject(p, "protocol version " + std::to_string(h.version) + ", expected " +
-                           std::to_string(proto::kVersion), true);
-    }
-    if (h.token != token_) return reject(p, "wrong job token (rank " + std::to_string(h.rank) +
-                                                ", a different job?)", true);
-    if (h.nranks < 1 || h.nranks > proto::kMaxRanks) {
-      return reject(p, "invalid nranks " + std::to_string(h.nranks), true);
-    }
-    if (nranks_ != 0 && h.nranks != nranks_) {
-      return reject(p, "nranks " + std::to_string(h.nranks) + " differs from the job's " +
-                           std::to_string(nranks_), true);
-    }
-    if (h.rank < 0 || h.rank >= h.nranks) {
-      return reject(p, "rank " + std::to_string(h.rank) + " out of range for nranks " +
-                           std::to_string(h.nranks), true);
+    bool notify = true;
+    if (const std::string problem = helloProblem(h, &notify); !problem.empty()) {
+      return reject(p, problem, notify);
     }
     if (nranks_ == 0) {
       nranks_ = h.nranks;
       members_.resize(static_cast<size_t>(nranks_));
     }
     Member& m = members_[static_cast<size_t>(h.rank)];
-    if (m.joined) {
-      return reject(p, "rank " + std::to_string(h.rank) + " is already taken by " + m.peer, true);
-    }
     m.fd = std::move(p.fd);
     m.peer = p.peer;
     m.joined = true;
@@ -267,7 +282,7 @@ class Server {
   }
 
   std::string rankName(int rank) const {
-    return "rank " + std::to_string(rank) + " (" + members_[static_cast<size_t>(rank)].peer + ")";
+    return cat("rank ", rank, " (", members_[static_cast<size_t>(rank)].peer, ")");
   }
 
   void readMember(int rank) {
@@ -295,8 +310,9 @@ class Server {
       budget -= static_cast<size_t>(n);
       if (phase_ != Phase::Serving) continue;  // draining: input is discarded
       if (m.blobReady) {
-        return abort(rankName(rank) + " sent data for a new round before round " +
-                     std::to_string(round_ + 1) + " completed (protocol error)", kAbortDrain);
+        return abort(cat(rankName(rank), " sent data for a new round before round ", round_ + 1,
+                         " completed (protocol error)"),
+                     kAbortDrain);
       }
       if (m.lenGot < 4) {
         m.lenGot += static_cast<size_t>(n);
@@ -304,14 +320,14 @@ class Server {
         const uint32_t length = proto::getU32(m.lenBuf.data());
         if (length > Bootstrap::kMaxBlobBytes) {
           m.fd.reset();
-          return abort(rankName(rank) + " passed a " + std::to_string(length) +
-                       "-byte blob to allGather round " + std::to_string(round_ + 1) +
-                       "; the limit is " + std::to_string(Bootstrap::kMaxBlobBytes) + " bytes",
+          return abort(cat(rankName(rank), " passed a ", length, "-byte blob to allGather round ",
+                           round_ + 1, "; the limit is ", Bootstrap::kMaxBlobBytes, " bytes"),
                        kAbortDrain);
         }
         if (left_ > 0) {
-          return abort("round " + std::to_string(round_ + 1) + " cannot complete: " +
-                       departed() + " already left the job", kAbortDrain);
+          return abort(
+              cat("round ", round_ + 1, " cannot complete: ", departed(), " already left the job"),
+              kAbortDrain);
         }
         m.blob.assign(length, '\0');
         m.blobGot = 0;
@@ -400,13 +416,13 @@ class Server {
     ++left_;
     const std::string who = rankName(rank) + " " + how;
     if (joined_ < nranks_) {
-      return abort(who + " before all ranks joined (" + std::to_string(joined_) + " of " +
-                   std::to_string(nranks_) + ")", kAbortDrain);
+      return abort(cat(who, " before all ranks joined (", joined_, " of ", nranks_, ")"),
+                   kAbortDrain);
     }
     bool roundOpen = inputPending;
     for (const Member& other : members_) roundOpen = roundOpen || other.hasInput();
     if (round_ == 0 || roundOpen) {
-      return abort(who + " during allGather round " + std::to_string(round_ + 1), kAbortDrain);
+      return abort(cat(who, " during allGather round ", round_ + 1), kAbortDrain);
     }
     if (left_ == nranks_) {
       SHARC_TRACE(name_ << ": job finished after " << round_ << " rounds");
@@ -417,9 +433,13 @@ class Server {
   }
 
   // Fails the job: every connected rank gets its pending results, then the reason.
-  void abort(const std::string& reason, milliseconds drain) {
+  void abort(const std::string& reason, milliseconds drain, bool quiet = false) {
     if (phase_ != Phase::Serving) return;
-    SHARC_WARN(name_ << ": bootstrap job aborted: " << reason);
+    if (quiet) {
+      SHARC_TRACE(name_ << ": stopped after " << round_ << " rounds: " << reason);
+    } else {
+      SHARC_WARN(name_ << ": bootstrap job aborted: " << reason);
+    }
     phase_ = Phase::Draining;
     drainDeadline_ = Clock::now() + drain;
     listen_.reset();
@@ -432,6 +452,15 @@ class Server {
     }
   }
 
+  // Reads whatever input is queued, then closes: closing with unread input would send a
+  // reset, which can destroy the abort notice before the rank reads it.
+  static void closeQuietly(Member& m) {
+    char scratch[4096];
+    while (::recv(m.fd.get(), scratch, sizeof(scratch), MSG_DONTWAIT) > 0) {
+    }
+    m.fd.reset();
+  }
+
   std::string timeoutReason() const {
     std::string missing;
     int count = 0;
@@ -441,27 +470,32 @@ class Server {
       if (++count <= 16) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     }
     if (count > 16) missing += ", ... (" + std::to_string(count) + " in all)";
-    const std::string ms = std::to_string(timeout_.count()) + " ms";
+    const std::string ms = cat(timeout_.count(), " ms");
     if (nranks_ == 0) return "no rank joined within " + ms;
     if (joined_ < nranks_) {
-      return "timed out after " + ms + " waiting for ranks to join (" + std::to_string(joined_) +
-             " of " + std::to_string(nranks_) + " joined; missing: " + missing + ")";
+      return cat("timed out after ", ms, " waiting for ranks to join (", joined_, " of ", nranks_,
+                 " joined; missing: ", missing, ")");
     }
-    return "no progress for " + ms + " in allGather round " + std::to_string(round_ + 1) +
-           " (waiting for ranks: " + missing + ")";
+    return cat("no progress for ", ms, " in allGather round ", round_ + 1,
+               " (waiting for ranks: ", missing, ")");
   }
 
   void checkDeadlines() {
     const Deadline now = Clock::now();
     for (Pending& p : pending_) {
       if (p.fd && now >= p.deadline) {
-        reject(p, "no complete hello within " + std::to_string(handshakeLimit_.count()) + " ms",
-               false);
+        reject(p, cat("no complete hello within ", handshakeLimit_.count(), " ms"), false);
       }
     }
     std::erase_if(pending_, [](const Pending& p) { return !p.fd; });
     if (phase_ == Phase::Serving && now >= lastProgress_ + timeout_) {
       abort(timeoutReason(), kAbortDrain);
+    }
+    if (phase_ == Phase::Draining && stop_.load()) {
+      // Being destroyed: do not wait for idle ranks to hang up once they have everything.
+      for (Member& m : members_) {
+        if (m.fd && m.writeShut) closeQuietly(m);
+      }
     }
     if (phase_ == Phase::Draining) {
       const bool anyOpen = std::any_of(members_.begin(), members_.end(),

@@ -1,7 +1,5 @@
 #include "bootstrap/socket.hpp"
 
-#include <sharc/error.hpp>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -14,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <sharc/error.hpp>
 #include <thread>
 
 namespace sharc::bootstrap::net {
@@ -38,10 +37,8 @@ bool retryableConnectError(int err) {
     case ECONNABORTED:
     case EADDRNOTAVAIL:  // ephemeral ports exhausted: transient
     case EAGAIN:
-    case EINTR:
-      return true;
-    default:
-      return false;
+    case EINTR: return true;
+    default: return false;
   }
 }
 
@@ -147,7 +144,9 @@ uint16_t SockAddr::port() const {
   return 0;
 }
 
-std::string SockAddr::toString() const { return joinHostPort(host(), port()); }
+std::string SockAddr::toString() const {
+  return joinHostPort(host(), port());
+}
 
 std::string joinHostPort(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
@@ -232,8 +231,8 @@ SockAddr peerAddress(int fd) {
   return addr;
 }
 
-Fd connectWithRetry(const std::string& host, uint16_t port, Deadline deadline,
-                    std::string* error, bool* timedOut) {
+Fd connectWithRetry(const std::string& host, uint16_t port, Deadline deadline, std::string* error,
+                    bool* timedOut) {
   auto backoff = std::chrono::milliseconds(10);
   std::string lastError = "not attempted";
   for (;;) {

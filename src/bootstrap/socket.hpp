@@ -76,8 +76,8 @@ SockAddr peerAddress(int fd);
 /// until `deadline`. On failure returns an invalid Fd and sets `*error` to the last reason
 /// ("Connection refused") and `*timedOut` to whether the deadline ended the attempts (false:
 /// a non-retryable error such as an invalid address).
-Fd connectWithRetry(const std::string& host, uint16_t port, Deadline deadline,
-                    std::string* error, bool* timedOut);
+Fd connectWithRetry(const std::string& host, uint16_t port, Deadline deadline, std::string* error,
+                    bool* timedOut);
 
 /// Accepts one connection, waiting until `deadline`. Returns an invalid Fd on timeout or
 /// error. `peer` receives the peer's "host:port" when not null.

@@ -1,12 +1,11 @@
 // Bootstrap client: one TCP connection to the root server (see protocol.hpp).
+#include <optional>
+#include <sharc/error.hpp>
+
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
 #include "bootstrap/socket.hpp"
 #include "core/log.hpp"
-
-#include <sharc/error.hpp>
-
-#include <optional>
 
 namespace sharc::bootstrap {
 namespace {
@@ -17,12 +16,17 @@ using net::IoResult;
 namespace proto = protocol;
 using std::chrono::milliseconds;
 
-std::string msText(milliseconds timeout) { return std::to_string(timeout.count()) + " ms"; }
+std::string msText(milliseconds timeout) {
+  return std::to_string(timeout.count()) + " ms";
+}
 
 class TcpBootstrap final : public Bootstrap {
  public:
   TcpBootstrap(Fd fd, RootAddress root, int rank, int nranks, milliseconds timeout)
-      : fd_(std::move(fd)), root_(std::move(root)), rank_(rank), nranks_(nranks),
+      : fd_(std::move(fd)),
+        root_(std::move(root)),
+        rank_(rank),
+        nranks_(nranks),
         timeout_(timeout) {}
 
   int rank() const override { return rank_; }
@@ -30,8 +34,8 @@ class TcpBootstrap final : public Bootstrap {
 
   std::vector<std::string> allGather(const std::string& blob) override {
     if (broken_) {
-      throw Error(broken_->code(), prefix() + "unusable after an earlier failure: " +
-                                       broken_->what());
+      throw Error(broken_->code(),
+                  prefix() + "unusable after an earlier failure: " + broken_->what());
     }
     const std::string round = "allGather round " + std::to_string(round_ + 1);
     const Deadline deadline = net::deadlineAfter(timeout_);
@@ -77,8 +81,7 @@ class TcpBootstrap final : public Bootstrap {
   void recvOrFail(void* data, size_t n, Deadline deadline, const std::string& round) {
     int err = 0;
     switch (net::recvAll(fd_.get(), data, n, deadline, &err)) {
-      case IoResult::Ok:
-        return;
+      case IoResult::Ok: return;
       case IoResult::Timeout:
         fail(Result::Timeout, round + ": timed out after " + msText(timeout_) +
                                   " waiting for the other ranks via root " + root_.toString());
@@ -87,11 +90,10 @@ class TcpBootstrap final : public Bootstrap {
              round + ": root " + root_.toString() + " closed the connection" +
                  (err != 0 ? " (" + net::errnoString(err) + ")" : std::string()) +
                  "; another rank failed or the root server stopped");
-      case IoResult::Error:
-        break;
+      case IoResult::Error: break;
     }
-    fail(Result::SystemError, round + ": receiving from root " + root_.toString() +
-                                  " failed: " + net::errnoString(err));
+    fail(Result::SystemError,
+         round + ": receiving from root " + root_.toString() + " failed: " + net::errnoString(err));
   }
 
   uint32_t recvU32(Deadline deadline, const std::string& round) {
@@ -117,16 +119,15 @@ class TcpBootstrap final : public Bootstrap {
     if (magic == proto::kAbortMagic) {
       const uint32_t length = recvU32(deadline, round);
       if (length > proto::kMaxAbortText) {
-        fail(Result::SystemError, round + ": malformed abort notice from root " +
-                                      root_.toString());
+        fail(Result::SystemError, round + ": malformed abort notice from root " + root_.toString());
       }
       std::string text(length, '\0');
       recvOrFail(text.data(), length, deadline, round);
       fail(Result::RemoteError, round + " failed: root " + root_.toString() + " reports: " + text);
     }
     if (magic != proto::kRoundMagic) {
-      fail(Result::SystemError, round + ": protocol error: unexpected frame from root " +
-                                    root_.toString());
+      fail(Result::SystemError,
+           round + ": protocol error: unexpected frame from root " + root_.toString());
     }
     const uint32_t serverRound = recvU32(deadline, round);
     const uint32_t count = recvU32(deadline, round);
@@ -140,8 +141,8 @@ class TcpBootstrap final : public Bootstrap {
     for (std::string& b : blobs) {
       const uint32_t length = recvU32(deadline, round);
       if (length > kMaxBlobBytes) {
-        fail(Result::SystemError, round + ": protocol error: oversized blob from root " +
-                                      root_.toString());
+        fail(Result::SystemError,
+             round + ": protocol error: oversized blob from root " + root_.toString());
       }
       b.resize(length);
       recvOrFail(b.data(), length, deadline, round);
@@ -195,13 +196,13 @@ std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int 
   char reply[8];
   if (io == IoResult::Ok) io = net::recvAll(fd.get(), reply, sizeof(reply), deadline, &err);
   if (io == IoResult::Timeout) {
-    throw Error(Result::Timeout, prefix + "root " + where + " did not answer the hello within " +
-                                     msText(timeout));
+    throw Error(Result::Timeout,
+                prefix + "root " + where + " did not answer the hello within " + msText(timeout));
   }
   if (io == IoResult::Closed) {
-    throw Error(Result::SystemError,
-                prefix + "root " + where + " closed the connection during the handshake (not a "
-                         "sharc bootstrap root, or its job already ended)");
+    throw Error(Result::SystemError, prefix + "root " + where +
+                                         " closed the connection during the handshake (not a "
+                                         "sharc bootstrap root, or its job already ended)");
   }
   if (io == IoResult::Error) {
     throw Error(Result::SystemError,

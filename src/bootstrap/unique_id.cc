@@ -7,13 +7,6 @@
 //   [40,128) zero
 // Decoding checks every field, the checksum and the zero padding, so any corruption of a
 // single byte is detected.
-#include "bootstrap/bootstrap.hpp"
-#include "bootstrap/socket.hpp"
-#include "core/config.hpp"
-#include "core/log.hpp"
-
-#include <sharc/error.hpp>
-
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -22,7 +15,13 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <sharc/error.hpp>
 #include <sstream>
+
+#include "bootstrap/bootstrap.hpp"
+#include "bootstrap/socket.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
 
 namespace sharc::bootstrap {
 namespace {
@@ -37,7 +36,8 @@ void put(char* p, uint64_t v, int bytes) {
 }
 uint64_t get(const char* p, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
 
@@ -98,7 +98,9 @@ bool matchesIfname(const std::string& name, const std::string& list) {
 
 }  // namespace
 
-std::string RootAddress::toString() const { return net::joinHostPort(host, port); }
+std::string RootAddress::toString() const {
+  return net::joinHostPort(host, port);
+}
 
 UniqueId encodeUniqueId(const RootAddress& root) {
   UniqueId id;
@@ -110,8 +112,8 @@ UniqueId encodeUniqueId(const RootAddress& root) {
   } else if (::inet_pton(AF_INET6, root.host.c_str(), addr) == 1) {
     family = 6;
   } else {
-    throw Error(Result::InvalidArgument, "encodeUniqueId: host '" + root.host +
-                                             "' is not a numeric IPv4 or IPv6 address");
+    throw Error(Result::InvalidArgument,
+                "encodeUniqueId: host '" + root.host + "' is not a numeric IPv4 or IPv6 address");
   }
   if (root.port == 0) throw Error(Result::InvalidArgument, "encodeUniqueId: port is 0");
   put(p, kIdMagic, 4);
@@ -160,8 +162,7 @@ std::string localAdvertiseAddress(const std::string& ifnames) {
   if (::getifaddrs(&list) != 0) {
     if (!ifnames.empty()) {
       throw Error(Result::SystemError, "SHARC_SOCKET_IFNAME='" + ifnames +
-                                           "': cannot list interfaces: " +
-                                           net::errnoString(errno));
+                                           "': cannot list interfaces: " + net::errnoString(errno));
     }
     return "127.0.0.1";
   }
@@ -199,8 +200,8 @@ std::string localAdvertiseAddress(const std::string& ifnames) {
       if (!seen.empty()) seen.pop_back();  // trailing comma
       throw Error(Result::InvalidArgument,
                   "SHARC_SOCKET_IFNAME='" + ifnames +
-                      "' matches no interface that is up with an IP address: expected one of"
-                      + seen);
+                      "' matches no interface that is up with an IP address: expected one of" +
+                      seen);
     }
     chosen = "127.0.0.1";
   }

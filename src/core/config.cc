@@ -1,12 +1,11 @@
 #include "config.hpp"
 
-#include <sharc/error.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
+#include <sharc/error.hpp>
 #include <string_view>
 
 namespace sharc::core {
@@ -134,8 +133,7 @@ const Config& Config::get() {
   return config;
 }
 
-void parseHostPort(const std::string& text, const char* what, std::string& host,
-                   uint16_t& port) {
+void parseHostPort(const std::string& text, const char* what, std::string& host, uint16_t& port) {
   const char* expected = "host:port or [ipv6-address]:port with a port in 1..65535";
   std::string h;
   std::string portText;

@@ -125,7 +125,8 @@ struct Bf16Traits {
 // Types narrower than unsigned int are widened to unsigned int first: uint8 * uint8 would
 // otherwise promote to (signed) int, which is fine for 8 bits but keeps the rule uniform.
 template <typename T>
-using WrapType = std::conditional_t<sizeof(T) < sizeof(unsigned), unsigned, std::make_unsigned_t<T>>;
+using WrapType =
+    std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 struct SumOp {
   template <typename T>
@@ -150,7 +151,7 @@ struct ProdOp {
 };
 
 // Floating Max/Min propagate NaN: if either input is NaN the result is NaN (the first NaN
-// operand, quieted by the narrowing for float16/bfloat16). This is the IEEE 754-2019
+// operand; float16/bfloat16 results are quiet NaNs). This is the IEEE 754-2019
 // maximum/minimum behaviour and what MPI_MAX on NaN data usually gives, not fmaxf/fminf
 // (which drop a NaN): a reduction should not silently hide a NaN on one rank. -0.0 and +0.0
 // compare equal, so either may be returned for max(-0.0, +0.0).
@@ -183,18 +184,22 @@ struct MinOp {
 // API, so those cases get their own kernels in which only distinct pointers are restricted.
 // The kernels are kept out of line so each shows up as its own symbol in profiles.
 
+template <typename Tr>
+using Elem = typename Tr::Storage;
+
 template <typename Tr, typename Op>
-[[gnu::noinline]] void kernelDistinct(typename Tr::Storage* __restrict dst, const typename Tr::Storage* __restrict a,
-                    const typename Tr::Storage* __restrict b, size_t n) noexcept {
+[[gnu::noinline]] void kernelDistinct(Elem<Tr>* __restrict dst, const Elem<Tr>* __restrict a,
+                                      const Elem<Tr>* __restrict b, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) dst[i] = Tr::store(Op::apply(Tr::load(a[i]), Tr::load(b[i])));
 }
 
 // dst == a (kSwap = false: dst = dst op b) or dst == b (kSwap = true: dst = other op dst).
-// Operand order is kept even for commutative operators because it decides which NaN payload
-// Max/Min return.
+// Operand order is kept because it decides which NaN payload Max/Min return, so an in-place
+// reduction matches an out-of-place one bitwise. (For Sum/Prod of two NaNs the payload is
+// whatever the hardware returns for the operand order the compiler picked.)
 template <typename Tr, typename Op, bool kSwap>
-[[gnu::noinline]] void kernelInPlace(typename Tr::Storage* __restrict dst,
-                   const typename Tr::Storage* __restrict other, size_t n) noexcept {
+[[gnu::noinline]] void kernelInPlace(Elem<Tr>* __restrict dst, const Elem<Tr>* __restrict other,
+                                     size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) {
     const auto d = Tr::load(dst[i]);
     const auto o = Tr::load(other[i]);
@@ -204,7 +209,7 @@ template <typename Tr, typename Op, bool kSwap>
 
 // dst == a == b.
 template <typename Tr, typename Op>
-[[gnu::noinline]] void kernelSelf(typename Tr::Storage* __restrict dst, size_t n) noexcept {
+[[gnu::noinline]] void kernelSelf(Elem<Tr>* __restrict dst, size_t n) noexcept {
   for (size_t i = 0; i < n; ++i) {
     const auto d = Tr::load(dst[i]);
     dst[i] = Tr::store(Op::apply(d, d));
@@ -213,10 +218,9 @@ template <typename Tr, typename Op>
 
 template <typename Tr, typename Op>
 void runOp(void* dst, const void* a, const void* b, size_t n) noexcept {
-  using S = typename Tr::Storage;
-  auto* d = static_cast<S*>(dst);
-  const auto* pa = static_cast<const S*>(a);
-  const auto* pb = static_cast<const S*>(b);
+  auto* d = static_cast<Elem<Tr>*>(dst);
+  const auto* pa = static_cast<const Elem<Tr>*>(a);
+  const auto* pb = static_cast<const Elem<Tr>*>(b);
   if (d == pa && d == pb) {
     kernelSelf<Tr, Op>(d, n);
   } else if (d == pa) {

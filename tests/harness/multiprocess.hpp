@@ -1,0 +1,39 @@
+// Runs a test body as N real processes (fork), one per rank, and reports every rank's failure
+// to the parent's gtest. Ranks rendezvous through the environment (SHARC_ROOT on a free
+// loopback port, rank 0 serving) or through a UniqueId made by the parent.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sharc::testing {
+
+enum class Rendezvous { Environment, UniqueIdFromParent };
+
+struct RunOptions {
+  std::chrono::seconds timeout{180};            ///< the parent kills every rank after this
+  std::map<std::string, std::string> env;       ///< extra environment for the ranks
+  Rendezvous rendezvous = Rendezvous::Environment;
+  /// Ranks that are expected to exit with a failure (e.g. a rank told to die); others must pass.
+  std::vector<int> mayFail;
+};
+
+/// What the body receives: its rank, the world size and, for UniqueIdFromParent, the id bytes.
+struct RankContext {
+  int rank;
+  int size;
+  std::string uniqueId;  ///< 128 bytes, or empty
+};
+
+/// Forks `n` ranks running `body`; an exception or gtest failure in a rank fails the test with
+/// the rank's message. Returns the exit status of each rank.
+std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& body,
+                          const RunOptions& options = {});
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+int freeLoopbackPort();
+
+}  // namespace sharc::testing

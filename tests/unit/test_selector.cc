@@ -1,0 +1,53 @@
+#include "algorithms/selector.hpp"
+
+#include <sharc/error.hpp>
+
+#include <gtest/gtest.h>
+
+namespace sharc::algo {
+namespace {
+
+TEST(Selector, SmallMessagesTakeLogarithmicAlgorithms) {
+  const AlgorithmOverride none;
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1024, 8, none), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1024, 7, none), Algorithm::Bruck);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 4, none), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 3, none), Algorithm::Bruck);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1024, 3, none), Algorithm::RecursiveDoubling);
+}
+
+TEST(Selector, LargeMessagesTakeTheRing) {
+  const AlgorithmOverride none;
+  for (int n : {2, 3, 4, 7, 8}) {
+    EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, n, none), Algorithm::Ring);
+    EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, n, none), Algorithm::Ring);
+    EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 20, n, none), Algorithm::Ring);
+  }
+}
+
+TEST(Selector, OverrideForcesTheChoice) {
+  const auto all = AlgorithmOverride::parse("ring");
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 8, 4, all), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 8, 4, all), Algorithm::Ring);
+  const auto some = AlgorithmOverride::parse("allgather:bruck,allreduce:rd");
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 24, 4, some), Algorithm::Bruck);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 24, 4, some),
+            Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 24, 4, some), Algorithm::Ring);
+  EXPECT_FALSE(AlgorithmOverride::parse("").allGather.has_value());
+}
+
+TEST(Selector, BadOverrideNamesTheVariable) {
+  for (const char* bad : {"fastest", "allgather:", "gather:ring", "ring,bogus"}) {
+    try {
+      AlgorithmOverride::parse(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Result::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("SHARC_ALGO"), std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sharc::algo
