@@ -160,12 +160,16 @@ class FabricEndpoint final : public Endpoint {
   void readError() {
     fi_cq_err_entry err{};
     if (fi_cq_readerr(cq_.get(), &err, 0) < 0) return;
+    if (err.op_context == nullptr) {  // an error not tied to an operation of ours
+      SHARC_WARN("completion error without context: " << fi_strerror(err.err));
+      return;
+    }
     Transfer& t = transferOf(err.op_context);
     std::string msg;
     Result code = Result::SystemError;
     if (err.err == FI_ETRUNC) {
-      msg = "message larger than the posted buffer (" + std::to_string(err.olen) +
-            " bytes beyond it)";
+      msg = "message larger than the posted buffer";
+      if (err.olen > 0) msg += " (" + std::to_string(err.olen) + " bytes beyond it)";
       code = Result::InvalidUsage;
     } else if (err.err == FI_ECANCELED) {
       msg = "canceled";

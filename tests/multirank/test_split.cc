@@ -1,0 +1,79 @@
+// Sub-communicators from split: membership, ordering by key, nesting, and many of them.
+#include "collective_check.hpp"
+#include "multiprocess.hpp"
+
+#include <sharc/communicator.hpp>
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace sharc::testing {
+namespace {
+
+RunOptions opts() {
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
+  o.env["SHARC_TIMEOUT_MS"] = "30000";
+  return o;
+}
+
+TEST(Split, ColorsFormGroupsOrderedByKey) {
+  runRanks(7, [](const RankContext& ctx) {
+    auto world = Communicator::createFromEnvironment();
+    const int color = ctx.rank % 3;
+    auto sub = world->split(color, -ctx.rank);  // reversed order inside each group
+    ASSERT_TRUE(sub);
+    std::vector<int> members;
+    for (int r = ctx.size - 1; r >= 0; --r)
+      if (r % 3 == color) members.push_back(r);
+    ASSERT_EQ(sub->size(), static_cast<int>(members.size()));
+    EXPECT_EQ(members[sub->rank()], ctx.rank);
+    // Gather world ranks inside the group: they must come in key order.
+    int32_t mine = ctx.rank;
+    std::vector<int32_t> got(members.size());
+    sub->allGather(&mine, got.data(), 1, DataType::Int32);
+    for (size_t i = 0; i < members.size(); ++i) EXPECT_EQ(got[i], members[i]);
+    // Full checks inside the group, and the world still works alongside it.
+    EXPECT_EQ(runAndCheck(*sub, Coll::ReduceScatter, DataType::Float32, RedOp::Sum, 33, false), "");
+    EXPECT_EQ(runAndCheck(*sub, Coll::AllReduce, DataType::BFloat16, RedOp::Avg, 1000, true), "");
+    EXPECT_EQ(runAndCheck(*world, Coll::AllGather, DataType::Int8, RedOp::Sum, 9, false), "");
+  }, opts());
+}
+
+TEST(Split, NegativeColorJoinsNothingAndNestingWorks) {
+  runRanks(6, [](const RankContext& ctx) {
+    auto world = Communicator::createFromEnvironment();
+    auto evens = world->split(ctx.rank % 2 == 0 ? 0 : -1, ctx.rank);
+    if (ctx.rank % 2 == 1) {
+      EXPECT_EQ(evens, nullptr);
+      world->barrier();
+      return;
+    }
+    ASSERT_TRUE(evens);
+    EXPECT_EQ(evens->size(), 3);
+    auto pair = evens->split(evens->rank() / 2, 0);  // {0,2} and {4}
+    EXPECT_EQ(pair->size(), evens->rank() < 2 ? 2 : 1);
+    EXPECT_EQ(runAndCheck(*pair, Coll::AllReduce, DataType::Int64, RedOp::Max, 17, false), "");
+    EXPECT_EQ(runAndCheck(*evens, Coll::AllGather, DataType::Float64, RedOp::Sum, 5, false), "");
+    world->barrier();
+  }, opts());
+}
+
+TEST(Split, ManyShortLivedGroupsAreCheap) {
+  runRanks(4, [](const RankContext& ctx) {
+    auto world = Communicator::createFromEnvironment();
+    for (int i = 0; i < 300; ++i) {  // more than fit at once would leak ids if not recycled
+      auto sub = world->split((ctx.rank + i) % 2, ctx.rank);
+      int32_t one = 1, total = 0;
+      sub->allReduce(&one, &total, 1, DataType::Int32, RedOp::Sum);
+      ASSERT_EQ(total, 2);
+    }
+    std::vector<std::shared_ptr<Communicator>> alive;
+    for (int i = 0; i < 50; ++i) alive.push_back(world->split(0, ctx.rank));  // all alive at once
+    for (auto& c : alive) c->barrier();
+  }, opts());
+}
+
+}  // namespace
+}  // namespace sharc::testing
