@@ -86,6 +86,7 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
   std::vector<pid_t> pids(static_cast<size_t>(nranks), -1);
   std::vector<bool> done(pids.size(), false);
   int failures = 0;  // ranks that did not exit 0 (or could not be started)
+  int wrongResults = 0;  // ranks that exited kExitCheckFailed
   bool timedOut = false;
   int running = 0;
 
@@ -124,7 +125,7 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
         --running;
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         if (WIFEXITED(status) && WEXITSTATUS(status) == kExitCheckFailed) {
-          ++failures;  // finished, with wrong results (already reported by rank 0)
+          ++wrongResults;  // finished, with wrong results (rank 0 printed the table)
         } else if (!ok) {
           // Ranks killed by us after a failure are not reported as separate failures.
           if (!killDeadline)
@@ -155,6 +156,10 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
   if (failures || timedOut) {
     std::fprintf(stderr, "sharc-perf: FAILED (%d of %d ranks did not succeed%s)\n", failures,
                  nranks, timedOut ? ", timeout" : "");
+    return 1;
+  }
+  if (wrongResults) {
+    std::fprintf(stderr, "sharc-perf: FAILED (wrong results, see #wrong)\n");
     return 1;
   }
   return 0;

@@ -5,7 +5,10 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 
+#include <sched.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <fstream>
 #include <numeric>
@@ -72,6 +75,11 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   endpoint->setPeers(addresses);
 
   auto engine = std::make_shared<Engine>(std::move(endpoint));
+  cpu_set_t cpus;
+  const long localRanks = std::count(nodes.begin(), nodes.end(), node);
+  const long usableCpus =
+      sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+  engine->oversubscribed = localRanks > usableCpus;
   std::vector<uint32_t> peers(static_cast<size_t>(size));
   std::iota(peers.begin(), peers.end(), 0u);
   auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), timeout, algos);
@@ -82,7 +90,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   // Round 3: nobody sends fabric traffic before every rank has its receives posted.
   boot->allGather(std::string());
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
-                     << (allLocal ? " (all ranks on this host)" : "") << ", timeout "
+                     << (allLocal ? " (all ranks on this host)" : "")
+                     << (engine->oversubscribed ? ", more local ranks than CPUs" : "") << ", timeout "
                      << timeout.count() << " ms");
   return CommunicatorImpl::wrap(std::move(state));
 }

@@ -29,6 +29,8 @@ class Engine {
   transport::Endpoint& endpoint() { return *endpoint_; }
   algo::ScratchPool scratch;
   std::bitset<algo::tag::kMaxComms> usedCommIds;
+  /// More ranks on this host than CPUs: idle waits sleep early so busy ranks get the cores.
+  bool oversubscribed = false;
 
   /// Polls the endpoint and advances every active operation; true if anything happened.
   bool progressLocked();

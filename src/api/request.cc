@@ -30,12 +30,14 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
       if (finished(r)) break;
     }
     // Spin briefly, then yield: ranks often outnumber cores, and the peer we wait for needs
-    // the CPU to make progress. Long waits sleep a little to stop burning a core.
+    // the CPU to make progress. Long waits sleep a little to stop burning a core; with more
+    // ranks than CPUs they sleep much sooner, since spinning then steals the peers' cores.
     if (moved) {
       idle = 0;
     } else if (++idle > 64) {
-      if (idle > 20000) {
-        const timespec ts{0, 50000};
+      const int sleepAfter = engine.oversubscribed ? 256 : 20000;
+      if (idle > sleepAfter) {
+        const timespec ts{0, engine.oversubscribed ? 20000 : 50000};
         nanosleep(&ts, nullptr);
       } else {
         sched_yield();

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <future>
-#include <mutex>
 #include <random>
 #include <sharc/communicator.hpp>
 #include <sharc/error.hpp>
@@ -39,33 +38,38 @@ std::string blobFor(int rank, int round) {
   return s;
 }
 
-// Runs ranks [0, nranks) as threads doing `rounds` checked allGathers; returns the failures.
-std::vector<std::string> runJob(const RootAddress& root, int nranks, int rounds) {
-  std::mutex mu;
-  std::vector<std::string> errors;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto boot = connectToRoot(root, r, nranks, kTimeout);
-        if (boot->rank() != r || boot->size() != nranks) throw std::runtime_error("rank/size");
-        for (int k = 0; k < rounds; ++k) {
-          const std::vector<std::string> all = boot->allGather(blobFor(r, k));
-          if (all.size() != static_cast<size_t>(nranks)) throw std::runtime_error("count");
-          for (int q = 0; q < nranks; ++q) {
-            if (all[static_cast<size_t>(q)] != blobFor(q, k)) {
-              throw std::runtime_error("round " + std::to_string(k) + ": wrong blob of rank " +
-                                       std::to_string(q));
-            }
-          }
+// Does `rounds` checked allGathers as rank `rank` (connecting first unless `boot` is given);
+// returns "" or what went wrong.
+std::string runRank(const RootAddress& root, int rank, int nranks, int rounds,
+                    std::unique_ptr<Bootstrap> boot = nullptr) {
+  try {
+    if (!boot) boot = connectToRoot(root, rank, nranks, kTimeout);
+    if (boot->rank() != rank || boot->size() != nranks) return "wrong rank/size";
+    for (int k = 0; k < rounds; ++k) {
+      const std::vector<std::string> all = boot->allGather(blobFor(rank, k));
+      if (all.size() != static_cast<size_t>(nranks)) return "wrong blob count";
+      for (int q = 0; q < nranks; ++q) {
+        if (all[static_cast<size_t>(q)] != blobFor(q, k)) {
+          return "round " + std::to_string(k) + ": wrong blob of rank " + std::to_string(q);
         }
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu);
-        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
       }
-    });
+    }
+  } catch (const std::exception& e) {
+    return "rank " + std::to_string(rank) + ": " + e.what();
   }
-  for (auto& t : threads) t.join();
+  return "";
+}
+
+// Runs ranks [first, nranks) as threads doing `rounds` checked allGathers; returns failures.
+std::vector<std::string> runJob(const RootAddress& root, int nranks, int rounds, int first = 0) {
+  std::vector<std::future<std::string>> ranks;
+  for (int r = first; r < nranks; ++r) {
+    ranks.push_back(std::async(std::launch::async, runRank, root, r, nranks, rounds, nullptr));
+  }
+  std::vector<std::string> errors;
+  for (auto& f : ranks) {
+    if (std::string e = f.get(); !e.empty()) errors.push_back(e);
+  }
   return errors;
 }
 
@@ -200,8 +204,12 @@ TEST(Bootstrap, IntrudersAreRejectedWhileTheJobCompletes) {
 TEST(Bootstrap, GarbageFloodDoesNotDisturbTheJob) {
   auto server = RootServer::start("127.0.0.1", 0, kToken, 4, kTimeout);
   const RootAddress root = server->address();
-  auto job = std::async(std::launch::async, [&root] { return runJob(root, 4, 4); });
+  // Rank 0 joins first and starts its rounds only after the flood, so the server is still
+  // serving the job (ranks 1-3 are mid-round) while the garbage arrives.
+  auto rank0 = connectToRoot(root, 0, 4, kTimeout);
+  auto job = std::async(std::launch::async, [&root] { return runJob(root, 4, 4, 1); });
   std::mt19937 rng(12345);
+  std::vector<net::Fd> lingering;
   for (int i = 0; i < 60; ++i) {
     net::Fd fd = rawConnect(root);
     std::string bytes(rng() % 80, '\0');
@@ -213,8 +221,9 @@ TEST(Bootstrap, GarbageFloodDoesNotDisturbTheJob) {
     }
     net::sendAll(fd.get(), bytes.data(), bytes.size(), net::deadlineAfter(kTimeout));
     // Half of the clients hang up at once, the others stay until the server drops them.
-    if (i % 2 == 0) fd.reset();
+    if (i % 2 == 1) lingering.push_back(std::move(fd));
   }
+  EXPECT_EQ(runRank(root, 0, 4, 4, std::move(rank0)), "");
   const std::vector<std::string> errors = job.get();
   EXPECT_TRUE(errors.empty()) << errors.front();
 }

@@ -401,19 +401,24 @@ TEST(Reduce, NaNPropagates) {
 // For Max/Min, in-place reduction gives bitwise the same result as out-of-place, even for the
 // NaN payload, which depends on operand order (the kernels keep a op b when dst == b). Sum and
 // Prod are left out: which NaN x86 returns for NaN + NaN depends on the order the compiler
-// chose for the commutative operation.
-TEST(Reduce, AliasingKeepsOperandOrder) {
-  const float nan1 = std::bit_cast<float>(0x7FC00001u), nan2 = std::bit_cast<float>(0xFFC00002u);
+// chose for the commutative operation. Three elements: float16/bfloat16 pairs plus a tail.
+template <typename T>
+void checkNanOrder(DataType type, T nan1, T nan2) {
   for (RedOp op : {RedOp::Max, RedOp::Min}) {
-    float out = 0, a = nan1, b = nan2;
-    reduce(&out, &a, &b, 1, DataType::Float32, op);
-    float in_a = nan1, in_b = nan2;
-    reduce(&in_a, &in_a, &b, 1, DataType::Float32, op);
-    reduce(&in_b, &a, &in_b, 1, DataType::Float32, op);
-    EXPECT_TRUE(std::isnan(out)) << redOpName(op);
-    EXPECT_EQ(std::bit_cast<uint32_t>(in_a), std::bit_cast<uint32_t>(out)) << redOpName(op);
-    EXPECT_EQ(std::bit_cast<uint32_t>(in_b), std::bit_cast<uint32_t>(out)) << redOpName(op);
+    std::vector<T> a(3, nan1), b(3, nan2), out(3), in_a = a, in_b = b;
+    reduce(out.data(), a.data(), b.data(), 3, type, op);
+    reduce(in_a.data(), in_a.data(), b.data(), 3, type, op);
+    reduce(in_b.data(), a.data(), in_b.data(), 3, type, op);
+    EXPECT_EQ(in_a, out) << dataTypeName(type) << " " << redOpName(op);
+    EXPECT_EQ(in_b, out) << dataTypeName(type) << " " << redOpName(op);
   }
+}
+
+TEST(Reduce, AliasingKeepsOperandOrder) {
+  checkNanOrder<uint32_t>(DataType::Float32, 0x7FC00001u, 0xFFC00002u);
+  checkNanOrder<uint64_t>(DataType::Float64, 0x7FF8000000000001u, 0xFFF8000000000002u);
+  checkNanOrder<uint16_t>(DataType::Float16, 0x7E01u, 0xFE02u);
+  checkNanOrder<uint16_t>(DataType::BFloat16, 0x7FC1u, 0xFFC2u);
 }
 
 TEST(Reduce, Infinities) {
