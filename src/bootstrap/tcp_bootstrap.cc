@@ -1,6 +1,10 @@
 // Bootstrap client: one TCP connection to the root server (see protocol.hpp).
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <sharc/error.hpp>
+#include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/protocol.hpp"
@@ -35,7 +39,7 @@ class TcpBootstrap final : public Bootstrap {
   std::vector<std::string> allGather(const std::string& blob) override {
     if (broken_) {
       throw Error(broken_->code(),
-                  prefix() + "unusable after an earlier failure: " + broken_->what());
+                  prefix() + "unusable after an earlier failure (" + brokenWhy_ + ")");
     }
     const std::string round = "allGather round " + std::to_string(round_ + 1);
     const Deadline deadline = net::deadlineAfter(timeout_);
@@ -72,6 +76,7 @@ class TcpBootstrap final : public Bootstrap {
   std::string prefix() const { return "rank " + std::to_string(rank_) + ": bootstrap: "; }
 
   [[noreturn]] void fail(Result code, const std::string& message) {
+    brokenWhy_ = message;
     broken_.emplace(code, prefix() + message);
     fd_.reset();
     throw *broken_;
@@ -156,7 +161,8 @@ class TcpBootstrap final : public Bootstrap {
   const int nranks_;
   const milliseconds timeout_;
   uint32_t round_ = 0;
-  std::optional<Error> broken_;
+  std::optional<Error> broken_;  // the first failure; later calls repeat it
+  std::string brokenWhy_;
 };
 
 }  // namespace

@@ -214,19 +214,9 @@ std::string hex(uint64_t v) {
 
 // ---- the type x op x size x aliasing sweep -----------------------------------------------
 
-enum class Alias { kNone, kDstIsA, kDstIsB, kDstIsAIsB, kAIsB };
-constexpr Alias kAliases[] = {Alias::kNone, Alias::kDstIsA, Alias::kDstIsB, Alias::kDstIsAIsB,
-                              Alias::kAIsB};
-const char* aliasName(Alias a) {
-  switch (a) {
-    case Alias::kNone: return "distinct";
-    case Alias::kDstIsA: return "dst==a";
-    case Alias::kDstIsB: return "dst==b";
-    case Alias::kDstIsAIsB: return "dst==a==b";
-    case Alias::kAIsB: return "a==b";
-  }
-  return "?";
-}
+// Which buffers reduce() gets as dst and b.
+enum Alias { kDistinct, kDstIsA, kDstIsB, kDstIsAIsB, kAIsB, kNumAliases };
+constexpr const char* kAliasNames[] = {"distinct", "dst==a", "dst==b", "dst==a==b", "a==b"};
 
 constexpr size_t kSizes[] = {0, 1, 7, 1023, 4099};
 constexpr size_t kGuard = 16;  // elements after the end that must stay untouched
@@ -235,12 +225,11 @@ template <typename C>
 void checkReduce(DataType type, RedOp op, size_t n, Alias alias, std::mt19937_64& rng) {
   using T = typename C::T;
   SCOPED_TRACE(testing::Message() << dataTypeName(type) << " " << redOpName(op) << " n=" << n
-                                  << " " << aliasName(alias));
+                                  << " " << kAliasNames[alias]);
   std::vector<T> a(n + kGuard), b(n + kGuard);
   for (auto& v : a) v = C::random(rng);
   for (auto& v : b) v = C::random(rng);
-  const bool same_inputs = alias == Alias::kDstIsAIsB || alias == Alias::kAIsB;
-  if (same_inputs) b = a;
+  if (alias == kDstIsAIsB || alias == kAIsB) b = a;
   std::vector<T> want(n);
   for (size_t i = 0; i < n; ++i) want[i] = expectedValue<C>(a[i], b[i], op);
 
@@ -249,22 +238,10 @@ void checkReduce(DataType type, RedOp op, size_t n, Alias alias, std::mt19937_64
   // result: the vector reduce() writes; before: its contents beforehand.
   std::vector<T>* result = &out;
   const std::vector<T>* before = &out0;
-  switch (alias) {
-    case Alias::kNone: reduce(out.data(), a.data(), b.data(), n, type, op); break;
-    case Alias::kDstIsA:
-      reduce(a.data(), a.data(), b.data(), n, type, op);
-      result = &a, before = &a0;
-      break;
-    case Alias::kDstIsB:
-      reduce(b.data(), a.data(), b.data(), n, type, op);
-      result = &b, before = &b0;
-      break;
-    case Alias::kDstIsAIsB:
-      reduce(a.data(), a.data(), a.data(), n, type, op);
-      result = &a, before = &a0;
-      break;
-    case Alias::kAIsB: reduce(out.data(), a.data(), a.data(), n, type, op); break;
-  }
+  if (alias == kDstIsA || alias == kDstIsAIsB) result = &a, before = &a0;
+  if (alias == kDstIsB) result = &b, before = &b0;
+  const T* pb = (alias == kDstIsAIsB || alias == kAIsB) ? a.data() : b.data();
+  reduce(result->data(), a.data(), pb, n, type, op);
 
   int failures = 0;
   for (size_t i = 0; i < n && failures < 5; ++i) {
@@ -290,7 +267,9 @@ template <typename C>
 void sweep(DataType type, RedOp op) {
   std::mt19937_64 rng(1000 * static_cast<int>(type) + static_cast<int>(op));
   for (size_t n : kSizes) {
-    for (Alias alias : kAliases) checkReduce<C>(type, op, n, alias, rng);
+    for (int alias = 0; alias < kNumAliases; ++alias) {
+      checkReduce<C>(type, op, n, static_cast<Alias>(alias), rng);
+    }
   }
 }
 
@@ -310,6 +289,15 @@ void withCodec(DataType type, Fn&& fn) {
     case DataType::BFloat16: fn.template operator()<Bf16Codec>(); return;
   }
   FAIL() << "bad type";
+}
+
+// Calls fn.template operator()<Codec>(type) for each floating type.
+template <typename Fn>
+void forFloatingTypes(Fn&& fn) {
+  fn.template operator()<HalfCodec>(DataType::Float16);
+  fn.template operator()<Bf16Codec>(DataType::BFloat16);
+  fn.template operator()<FloatCodec<float>>(DataType::Float32);
+  fn.template operator()<FloatCodec<double>>(DataType::Float64);
 }
 
 class ReduceSweep : public testing::TestWithParam<std::tuple<DataType, RedOp>> {};
@@ -382,20 +370,15 @@ TEST(Reduce, Bfloat16RoundsTiesToEven) {
 TEST(Reduce, NaNPropagates) {
   const double nan_cases[][2] = {{kNaN, 1.0}, {1.0, kNaN}, {kNaN, kNaN}, {kNaN, -kInf},
                                  {kInf, kNaN}, {-2.0, kNaN}};
-  for (DataType type : {DataType::Float16, DataType::BFloat16, DataType::Float32,
-                        DataType::Float64}) {
-    withCodec(type, [&]<typename C>() {
-      if constexpr (C::kFloating) {
-        for (RedOp op : allOps()) {
-          for (const auto& c : nan_cases) {
-            const auto got = reduce1(C::encode(c[0]), C::encode(c[1]), type, op);
-            EXPECT_TRUE(C::isNan(got)) << dataTypeName(type) << " " << redOpName(op) << " "
-                                       << c[0] << " " << c[1];
-          }
-        }
+  forFloatingTypes([&]<typename C>(DataType type) {
+    for (RedOp op : allOps()) {
+      for (const auto& c : nan_cases) {
+        const auto got = reduce1(C::encode(c[0]), C::encode(c[1]), type, op);
+        EXPECT_TRUE(C::isNan(got)) << dataTypeName(type) << " " << redOpName(op) << " " << c[0]
+                                   << " " << c[1];
       }
-    });
-  }
+    }
+  });
 }
 
 // For Max/Min, in-place reduction gives bitwise the same result as out-of-place, even for the
@@ -434,18 +417,13 @@ TEST(Reduce, Infinities) {
       {-kInf, 3.0, RedOp::Min, -kInf},   {kInf, -kInf, RedOp::Max, kInf},
       {kInf, -kInf, RedOp::Min, -kInf},  {kInf, kInf, RedOp::Avg, kInf},
   };
-  for (DataType type : {DataType::Float16, DataType::BFloat16, DataType::Float32,
-                        DataType::Float64}) {
-    withCodec(type, [&]<typename C>() {
-      if constexpr (C::kFloating) {
-        for (const Case& c : cases) {
-          const auto got = reduce1(C::encode(c.a), C::encode(c.b), type, c.op);
-          EXPECT_TRUE(matches<C>(got, C::encode(c.want), c.op))
-              << dataTypeName(type) << " " << c.a << " " << redOpName(c.op) << " " << c.b;
-        }
-      }
-    });
-  }
+  forFloatingTypes([&]<typename C>(DataType type) {
+    for (const Case& c : cases) {
+      const auto got = reduce1(C::encode(c.a), C::encode(c.b), type, c.op);
+      EXPECT_TRUE(matches<C>(got, C::encode(c.want), c.op))
+          << dataTypeName(type) << " " << c.a << " " << redOpName(c.op) << " " << c.b;
+    }
+  });
   // Finite overflow to infinity.
   EXPECT_EQ(reduce1<uint16_t>(0x7BFF, 0x7BFF, DataType::Float16, RedOp::Sum), 0x7C00);
   EXPECT_EQ(reduce1<uint16_t>(0xFBFF, 0xFBFF, DataType::Float16, RedOp::Sum), 0xFC00);
@@ -456,18 +434,13 @@ TEST(Reduce, Infinities) {
 TEST(Reduce, MinMaxMixedSigns) {
   const double pairs[][2] = {{-1.0, 2.0}, {2.0, -1.0}, {-3.0, 0.5}, {-0.0, 0.0},
                              {0.0, -0.0}, {-5.0, -4.0}, {7.0, -7.0}};
-  for (DataType type : {DataType::Float16, DataType::BFloat16, DataType::Float32,
-                        DataType::Float64}) {
-    withCodec(type, [&]<typename C>() {
-      if constexpr (C::kFloating) {
-        for (const auto& p : pairs) {
-          const auto a = C::encode(p[0]), b = C::encode(p[1]);
-          EXPECT_EQ(C::decode(reduce1(a, b, type, RedOp::Max)), std::max(p[0], p[1]));
-          EXPECT_EQ(C::decode(reduce1(a, b, type, RedOp::Min)), std::min(p[0], p[1]));
-        }
-      }
-    });
-  }
+  forFloatingTypes([&]<typename C>(DataType type) {
+    for (const auto& p : pairs) {
+      const auto a = C::encode(p[0]), b = C::encode(p[1]);
+      EXPECT_EQ(C::decode(reduce1(a, b, type, RedOp::Max)), std::max(p[0], p[1]));
+      EXPECT_EQ(C::decode(reduce1(a, b, type, RedOp::Min)), std::min(p[0], p[1]));
+    }
+  });
   EXPECT_EQ(reduce1<int8_t>(-128, 127, DataType::Int8, RedOp::Max), 127);
   EXPECT_EQ(reduce1<int8_t>(-128, 127, DataType::Int8, RedOp::Min), -128);
   EXPECT_EQ(reduce1<int32_t>(-5, 3, DataType::Int32, RedOp::Min), -5);
