@@ -1,8 +1,5 @@
 #include "bench.hpp"
 
-#include "check.hpp"
-#include "launch.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
+#include "launch.hpp"
+
 namespace sharc::perf {
 
 namespace {
@@ -25,7 +25,8 @@ struct AlignedFree {
 using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
 
 Buffer allocate(size_t bytes) {
-  auto* p = static_cast<std::byte*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{4096}));
+  auto* p =
+      static_cast<std::byte*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{4096}));
   std::memset(p, 0, bytes);  // fault the pages in before anything is timed
   return Buffer(p);
 }
@@ -131,10 +132,12 @@ class Runner {
   }
 
   double timeSharc(const Call& call, size_t count, DataType type, RedOp op) {
-    for (int i = 0; i < o_.warmup; ++i) runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
+    for (int i = 0; i < o_.warmup; ++i)
+      runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
     comm_.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i) runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
+    for (int i = 0; i < o_.iters; ++i)
+      runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
     const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - t0;
     double mine = elapsed.count() / o_.iters;
     double slowest = 0;
@@ -151,8 +154,9 @@ class Runner {
       case Collective::AllGather: {
         const size_t ts = dataTypeSize(p.type);
         for (int r = 0; r < n_; ++r)
-          wrong += countWrongCopy(static_cast<const std::byte*>(call.recv) + static_cast<size_t>(r) * count * ts,
-                                  p, r, 0, count);
+          wrong += countWrongCopy(
+              static_cast<const std::byte*>(call.recv) + static_cast<size_t>(r) * count * ts, p, r,
+              0, count);
         break;
       }
       case Collective::ReduceScatter:

@@ -1,13 +1,12 @@
 // The measurement loop: sizes x types x ops, out-of-place and in-place, optional baseline.
 #pragma once
 
-#include "options.hpp"
-#include "report.hpp"
-
-#include <sharc/communicator.hpp>
-
 #include <cstddef>
 #include <optional>
+#include <sharc/communicator.hpp>
+
+#include "options.hpp"
+#include "report.hpp"
 
 namespace sharc::perf {
 

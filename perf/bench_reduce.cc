@@ -5,14 +5,14 @@
 // numbers show how close a kernel gets to the memory system's streaming rate; the ratio to
 // memcpy of the same output size is the figure of merit (about 1.5x memcpy's bytes/second
 // when a kernel is purely bandwidth-bound: three streams instead of two).
-#include "core/reduce.hpp"
-
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "core/reduce.hpp"
 
 namespace {
 

@@ -56,7 +56,9 @@ uint16_t floatToBf16(float f) noexcept {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-float bf16ToFloat(uint16_t b) noexcept { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bf16ToFloat(uint16_t b) noexcept {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 // ---- element codecs ---------------------------------------------------------------------
 
@@ -68,9 +70,12 @@ struct Plain {
   static double load(Storage s) { return static_cast<double>(s); }
   static Storage store(double v) { return static_cast<T>(v); }
   static Storage sentinel() {
-    if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::quiet_NaN();
-    else if constexpr (std::is_signed_v<T>) return std::numeric_limits<T>::min();
-    else return std::numeric_limits<T>::max();
+    if constexpr (std::is_floating_point_v<T>)
+      return std::numeric_limits<T>::quiet_NaN();
+    else if constexpr (std::is_signed_v<T>)
+      return std::numeric_limits<T>::min();
+    else
+      return std::numeric_limits<T>::max();
   }
 };
 struct Half {
@@ -172,7 +177,8 @@ double patternValue(const Pattern& p, int rank, size_t index) noexcept {
       if (m != 0 || !uns) {
         const int64_t pair = rank / 2;
         if (!(n % 2 == 1 && rank == n - 1)) {
-          const int64_t s = (hash(p.seed, 0xbeefull + static_cast<uint64_t>(pair), index) & 1u) ? 1 : -1;
+          const int64_t s =
+              (hash(p.seed, 0xbeefull + static_cast<uint64_t>(pair), index) & 1u) ? 1 : -1;
           e = (rank % 2 == 0) ? s : -s;
         }
         if (uns && m == 0) e = 0;

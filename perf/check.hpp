@@ -8,11 +8,10 @@
 // its reduction order.
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sharc/types.hpp>
 
 namespace sharc::perf {
 

@@ -50,9 +50,9 @@ namespace {
   ::setenv("SHARC_ROOT", root.c_str(), 1);
   ::setenv("SHARC_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("SHARC_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
-  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                           "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                           "OMPI_COMM_WORLD_LOCAL_RANK"})
+  for (const char* name :
+       {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"})
     ::unsetenv(name);
   int rc = 1;
   try {
@@ -71,8 +71,8 @@ std::string describe(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const char* name = ::strsignal(WTERMSIG(status));
-    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-           (name ? name : "?") + ")";
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + (name ? name : "?") +
+           ")";
   }
   return "ended with status " + std::to_string(status);
 }
@@ -85,7 +85,7 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
   std::fflush(nullptr);  // children must not inherit unwritten output
   std::vector<pid_t> pids(static_cast<size_t>(nranks), -1);
   std::vector<bool> done(pids.size(), false);
-  int failures = 0;  // ranks that did not exit 0 (or could not be started)
+  int failures = 0;      // ranks that did not exit 0 (or could not be started)
   int wrongResults = 0;  // ranks that exited kExitCheckFailed
   bool timedOut = false;
   int running = 0;
@@ -129,8 +129,8 @@ int launchLocalRanks(int nranks, int timeoutSec, const std::function<int(int ran
         } else if (!ok) {
           // Ranks killed by us after a failure are not reported as separate failures.
           if (!killDeadline)
-            std::fprintf(stderr, "sharc-perf: rank %zu (pid %d) %s; stopping the other ranks\n",
-                         r, static_cast<int>(pid), describe(status).c_str());
+            std::fprintf(stderr, "sharc-perf: rank %zu (pid %d) %s; stopping the other ranks\n", r,
+                         static_cast<int>(pid), describe(status).c_str());
           ++failures;
           if (!killDeadline) {
             killAll(SIGTERM);

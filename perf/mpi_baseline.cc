@@ -40,15 +40,15 @@ void checkMpi(int rc, const char* what) {
   char msg[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  throw std::runtime_error(std::string(what) + " failed: " + std::string(msg, static_cast<size_t>(len)));
+  throw std::runtime_error(std::string(what) +
+                           " failed: " + std::string(msg, static_cast<size_t>(len)));
 }
 
 class MpiBaseline final : public Baseline {
  public:
   explicit MpiBaseline(MPI_Comm comm) : comm_(comm) {}
 
-  bool supports(Collective c, DataType type, std::optional<RedOp> op,
-                size_t count) const override {
+  bool supports(Collective c, DataType type, std::optional<RedOp> op, size_t count) const override {
     if (!mpiType(type) || count > static_cast<size_t>(INT_MAX)) return false;
     if (c != Collective::AllGather && (!op || !mpiOp(*op))) return false;
     return true;
@@ -65,7 +65,8 @@ class MpiBaseline final : public Baseline {
           checkMpi(MPI_Allgather(send, n, t, recv, n, t, comm_), "MPI_Allgather");
           return;
         case Collective::ReduceScatter:
-          checkMpi(MPI_Reduce_scatter_block(send, recv, n, t, o, comm_), "MPI_Reduce_scatter_block");
+          checkMpi(MPI_Reduce_scatter_block(send, recv, n, t, o, comm_),
+                   "MPI_Reduce_scatter_block");
           return;
         case Collective::AllReduce:
           checkMpi(MPI_Allreduce(send, recv, n, t, o, comm_), "MPI_Allreduce");

@@ -1,11 +1,11 @@
 // --baseline mpi: the same collectives through MPI (only in SHARC_WITH_MPI builds).
 #pragma once
 
-#include "bench.hpp"
-
 #include <mpi.h>
 
 #include <memory>
+
+#include "bench.hpp"
 
 namespace sharc::perf {
 

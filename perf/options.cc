@@ -16,7 +16,9 @@ const char* collectiveName(Collective c) noexcept {
   return "invalid";
 }
 
-bool collectiveReduces(Collective c) noexcept { return c != Collective::AllGather; }
+bool collectiveReduces(Collective c) noexcept {
+  return c != Collective::AllGather;
+}
 
 const char* typeName(DataType t) noexcept {
   switch (t) {
@@ -49,12 +51,18 @@ std::optional<size_t> parseSize(std::string_view text) noexcept {
   else if (suffix == "B")
     suffix.clear();
   int shift = 0;
-  if (suffix.empty()) shift = 0;
-  else if (suffix == "K") shift = 10;
-  else if (suffix == "M") shift = 20;
-  else if (suffix == "G") shift = 30;
-  else if (suffix == "T") shift = 40;
-  else return std::nullopt;
+  if (suffix.empty())
+    shift = 0;
+  else if (suffix == "K")
+    shift = 10;
+  else if (suffix == "M")
+    shift = 20;
+  else if (suffix == "G")
+    shift = 30;
+  else if (suffix == "T")
+    shift = 40;
+  else
+    return std::nullopt;
   if (shift > 0 && value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
   return static_cast<size_t>(value << shift);
 }
@@ -65,8 +73,8 @@ long long parseInt(std::string_view flag, std::string_view text, long long lo, l
   long long v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi)
-    throw UsageError(std::string(flag) + ": expected an integer in [" + std::to_string(lo) +
-                     ", " + std::to_string(hi) + "], got '" + std::string(text) + "'");
+    throw UsageError(std::string(flag) + ": expected an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "], got '" + std::string(text) + "'");
   return v;
 }
 
@@ -103,7 +111,8 @@ std::vector<RedOp> parseOps(std::string_view text) {
 std::optional<Collective> parseCollective(std::string_view text) {
   std::string s;
   for (char ch : text)
-    if (ch != '_' && ch != '-') s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch != '_' && ch != '-')
+      s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (s.ends_with("perf")) s.resize(s.size() - 4);
   if (s == "allgather") return Collective::AllGather;
   if (s == "reducescatter") return Collective::ReduceScatter;
@@ -118,10 +127,10 @@ char shortFor(std::string_view name) {
     char letter;
   };
   static constexpr Alias kAliases[] = {
-      {"minbytes", 'b'},   {"maxbytes", 'e'},     {"stepbytes", 'i'}, {"stepfactor", 'f'},
-      {"iters", 'n'},      {"warmup_iters", 'w'}, {"check", 'c'},     {"datatype", 'd'},
-      {"op", 'o'},         {"nranks", 'N'},       {"timeout", 'T'},   {"help", 'h'},
-      {"baseline", 'B'},   {"json", 'J'},
+      {"minbytes", 'b'}, {"maxbytes", 'e'},     {"stepbytes", 'i'}, {"stepfactor", 'f'},
+      {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},     {"datatype", 'd'},
+      {"op", 'o'},       {"nranks", 'N'},       {"timeout", 'T'},   {"help", 'h'},
+      {"baseline", 'B'}, {"json", 'J'},
   };
   for (const auto& a : kAliases)
     if (name == a.name) return a.letter;
@@ -149,14 +158,16 @@ Options parseOptions(int argc, char** argv) {
       }
       letter = shortFor(name);
       if (!letter) throw UsageError("unknown option '" + std::string(arg) + "'");
-    } else if (arg.size() >= 2 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1]))) {
+    } else if (arg.size() >= 2 && arg[0] == '-' &&
+               !std::isdigit(static_cast<unsigned char>(arg[1]))) {
       letter = arg[1];
       flag = arg.substr(0, 2);
       if (arg.size() > 2) inlineValue = arg.substr(2);
     } else {
       auto c = parseCollective(arg);
-      if (!c) throw UsageError("unknown collective '" + std::string(arg) +
-                               "' (all_gather, reduce_scatter, all_reduce)");
+      if (!c)
+        throw UsageError("unknown collective '" + std::string(arg) +
+                         "' (all_gather, reduce_scatter, all_reduce)");
       if (haveCollective) throw UsageError("more than one collective given");
       o.collective = *c;
       haveCollective = true;
@@ -176,8 +187,14 @@ Options parseOptions(int argc, char** argv) {
       value = argv[++i];
     }
     switch (letter) {
-      case 'b': o.minBytes = parseSizeFlag(flag, value); sawMin = true; break;
-      case 'e': o.maxBytes = parseSizeFlag(flag, value); sawMax = true; break;
+      case 'b':
+        o.minBytes = parseSizeFlag(flag, value);
+        sawMin = true;
+        break;
+      case 'e':
+        o.maxBytes = parseSizeFlag(flag, value);
+        sawMax = true;
+        break;
       case 'i': o.stepBytes = parseSizeFlag(flag, value); break;
       case 'f': o.stepFactor = static_cast<uint64_t>(parseInt(flag, value, 1, 1 << 20)); break;
       case 'n': o.iters = static_cast<int>(parseInt(flag, value, 1, 1 << 30)); break;
@@ -220,7 +237,8 @@ std::vector<size_t> sizeSequence(const Options& o) {
 
 std::string usageText(const char* program) {
   std::string p = program ? program : "sharc-perf";
-  return "usage: " + p + " all_gather|reduce_scatter|all_reduce [options]\n"
+  return "usage: " + p +
+         " all_gather|reduce_scatter|all_reduce [options]\n"
          "  -b, --minbytes SIZE      smallest message, total bytes (default 32M)\n"
          "  -e, --maxbytes SIZE      largest message, total bytes (default 32M)\n"
          "  -f, --stepfactor N       multiply the size by N each step (default 1: use -i)\n"

@@ -1,11 +1,10 @@
 // Command-line options of sharc-perf, modelled on NVIDIA's nccl-tests.
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <sharc/types.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -17,20 +16,20 @@ enum class Collective { AllGather, ReduceScatter, AllReduce };
 
 struct Options {
   Collective collective = Collective::AllReduce;
-  size_t minBytes = size_t{32} << 20;   ///< -b
-  size_t maxBytes = size_t{32} << 20;   ///< -e
-  size_t stepBytes = size_t{1} << 20;   ///< -i (used when stepFactor <= 1)
-  uint64_t stepFactor = 1;              ///< -f
-  int iters = 20;                       ///< -n
-  int warmup = 5;                       ///< -w
-  bool check = true;                    ///< -c
+  size_t minBytes = size_t{32} << 20;              ///< -b
+  size_t maxBytes = size_t{32} << 20;              ///< -e
+  size_t stepBytes = size_t{1} << 20;              ///< -i (used when stepFactor <= 1)
+  uint64_t stepFactor = 1;                         ///< -f
+  int iters = 20;                                  ///< -n
+  int warmup = 5;                                  ///< -w
+  bool check = true;                               ///< -c
   std::vector<DataType> types{DataType::Float32};  ///< -d
   std::vector<RedOp> ops{RedOp::Sum};              ///< -o
-  int launchRanks = 0;                  ///< -N: self-launch this many ranks (0: don't)
-  int timeoutSec = 0;                   ///< -T: kill self-launched ranks after this (0: never)
-  bool mpiBaseline = false;             ///< --baseline mpi
-  std::string jsonPath;                 ///< --json FILE
-  bool help = false;                    ///< -h
+  int launchRanks = 0;                             ///< -N: self-launch this many ranks (0: don't)
+  int timeoutSec = 0;        ///< -T: kill self-launched ranks after this (0: never)
+  bool mpiBaseline = false;  ///< --baseline mpi
+  std::string jsonPath;      ///< --json FILE
+  bool help = false;         ///< -h
 };
 
 /// Thrown for a malformed command line; what() is the message to print before the usage.

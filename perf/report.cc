@@ -66,7 +66,9 @@ std::string jsonString(const std::string& s) {
   return out + "\"";
 }
 
-std::string jsonNumber(double v) { return std::isfinite(v) ? format("%.6g", v) : "null"; }
+std::string jsonNumber(double v) {
+  return std::isfinite(v) ? format("%.6g", v) : "null";
+}
 
 std::string jsonMeasure(const Measure& m) {
   return "{\"time_us\": " + jsonNumber(m.timeUs) + ", \"algbw_gbps\": " + jsonNumber(m.algBw) +
@@ -79,16 +81,18 @@ std::string jsonMeasure(const Measure& m) {
 void Reporter::header(const RunInfo& info) {
   info_ = info;
   if (!print_) return;
-  std::string step = options_.stepFactor > 1
-                         ? format("%llu(factor)", static_cast<unsigned long long>(options_.stepFactor))
-                         : format("%zu(bytes)", options_.stepBytes);
+  std::string step =
+      options_.stepFactor > 1
+          ? format("%llu(factor)", static_cast<unsigned long long>(options_.stepFactor))
+          : format("%zu(bytes)", options_.stepBytes);
   std::fprintf(out_,
                "# sharc-perf %s: nranks %d minBytes %zu maxBytes %zu step: %s warmup iters: %d "
                "iters: %d validation: %d\n#\n",
                collectiveName(options_.collective), info.nranks, options_.minBytes,
                options_.maxBytes, step.c_str(), options_.warmup, options_.iters,
                options_.check ? 1 : 0);
-  std::fprintf(out_, "# Using provider %s, launch %s\n", info.provider.c_str(), info.launch.c_str());
+  std::fprintf(out_, "# Using provider %s, launch %s\n", info.provider.c_str(),
+               info.launch.c_str());
   for (const auto& line : info.rankLines) std::fprintf(out_, "#  %s\n", line.c_str());
   std::fprintf(out_, "#\n");
   const bool base = options_.mpiBaseline;
@@ -171,8 +175,8 @@ bool Reporter::writeJson(const std::string& path) const {
     if (r.baseline) {
       const auto& b = *r.baseline;
       if (b.available)
-        s += ",\n     \"mpi\": {\"time_us\": " + jsonNumber(b.timeUs) + ", \"busbw_gbps\": " +
-             jsonNumber(b.busBw) + ", \"ratio\": " +
+        s += ",\n     \"mpi\": {\"time_us\": " + jsonNumber(b.timeUs) +
+             ", \"busbw_gbps\": " + jsonNumber(b.busBw) + ", \"ratio\": " +
              (b.busBw > 0 ? jsonNumber(r.outOfPlace.busBw / b.busBw) : std::string("null")) + "}";
       else
         s += ",\n     \"mpi\": null";

@@ -1,22 +1,21 @@
 // nccl-tests style table on stdout (rank 0 only) and the --json dump.
 #pragma once
 
-#include "options.hpp"
-
-#include <sharc/types.hpp>
-
 #include <cstdio>
 #include <optional>
+#include <sharc/types.hpp>
 #include <string>
 #include <vector>
+
+#include "options.hpp"
 
 namespace sharc::perf {
 
 /// One timed variant (out-of-place or in-place) of one row.
 struct Measure {
   double timeUs = 0;
-  double algBw = 0;   ///< GB/s (1e9 bytes per second)
-  double busBw = 0;   ///< GB/s
+  double algBw = 0;      ///< GB/s (1e9 bytes per second)
+  double busBw = 0;      ///< GB/s
   long long wrong = -1;  ///< mismatching elements summed over ranks; -1: not checked
 };
 
@@ -28,8 +27,8 @@ struct BaselineMeasure {
 };
 
 struct Row {
-  size_t bytes = 0;   ///< total bytes as nccl-tests counts them
-  size_t count = 0;   ///< elements per rank (all_gather, reduce_scatter) or in total
+  size_t bytes = 0;  ///< total bytes as nccl-tests counts them
+  size_t count = 0;  ///< elements per rank (all_gather, reduce_scatter) or in total
   DataType type = DataType::Float32;
   std::optional<RedOp> op;  ///< nullopt for all_gather ("none")
   int root = -1;
@@ -42,7 +41,7 @@ struct Row {
 struct RunInfo {
   int nranks = 1;
   std::string provider;
-  std::string launch;  ///< "fork (-N 4)", "environment", "mpi", "single process"
+  std::string launch;                  ///< "fork (-N 4)", "environment", "mpi", "single process"
   std::vector<std::string> rankLines;  ///< "Rank  0 Pid 123 on host"
 };
 

@@ -6,16 +6,16 @@
 //                   MPI_Init and createFromMpi(MPI_COMM_WORLD);
 //   SHARC_ROOT / MASTER_ADDR / OMPI_COMM_WORLD_* in the environment: createFromEnvironment;
 //   none of those:  a single rank in this process.
+#include <sharc/communicator.hpp>
+
 #include "bench.hpp"
 #include "launch.hpp"
 #include "options.hpp"
 
-#include <sharc/communicator.hpp>
-
 #ifdef SHARC_PERF_WITH_MPI
-#include "mpi_baseline.hpp"
-
 #include <sharc/mpi.hpp>
+
+#include "mpi_baseline.hpp"
 #endif
 
 #include <cstdio>
@@ -37,7 +37,9 @@ bool underMpirun() {
   return envSet("OMPI_COMM_WORLD_SIZE") || envSet("PMI_SIZE") || envSet("PMIX_RANK");
 }
 
-bool hasRendezvousEnv() { return envSet("SHARC_ROOT") || envSet("MASTER_ADDR"); }
+bool hasRendezvousEnv() {
+  return envSet("SHARC_ROOT") || envSet("MASTER_ADDR");
+}
 
 // One rank of a job whose communicator comes from the environment (-N children included).
 int runFromEnvironment(const Options& options, const std::string& launch) {
@@ -91,15 +93,17 @@ int run(const Options& options) {
 #ifdef SHARC_PERF_WITH_MPI
   if (options.mpiBaseline) {
     if (!underMpirun())
-      throw UsageError("--baseline mpi needs the ranks started by mpirun (OMPI_COMM_WORLD_SIZE "
-                       "is not set)");
+      throw UsageError(
+          "--baseline mpi needs the ranks started by mpirun (OMPI_COMM_WORLD_SIZE "
+          "is not set)");
     return runUnderMpi(options);
   }
   if (underMpirun() && !hasRendezvousEnv()) return runUnderMpi(options);
 #else
   if (options.mpiBaseline)
-    throw UsageError("--baseline mpi: this sharc-perf was built without MPI "
-                     "(configure with -DSHARC_WITH_MPI=ON)");
+    throw UsageError(
+        "--baseline mpi: this sharc-perf was built without MPI "
+        "(configure with -DSHARC_WITH_MPI=ON)");
 #endif
   if (hasRendezvousEnv() || envSet("SHARC_WORLD_SIZE") || underMpirun())
     return runFromEnvironment(options, "environment");

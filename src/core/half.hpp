@@ -40,8 +40,7 @@ namespace sharc::core {
   // (0.5f with em as mantissa) - 0.5f is exactly em * 2^-24, a normal float or zero.
   const float sub = std::bit_cast<float>(em | (126u << 23)) - 0.5f;
   return std::bit_cast<float>(
-      select32(em < 0x0400u, std::bit_cast<uint32_t>(sub), std::bit_cast<uint32_t>(normal)) |
-      sign);
+      select32(em < 0x0400u, std::bit_cast<uint32_t>(sub), std::bit_cast<uint32_t>(normal)) | sign);
 }
 
 /// float -> binary16 bits in the low 16 bits (upper bits zero); round to nearest-even,

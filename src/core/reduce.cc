@@ -1,123 +1,102 @@
 // Element-wise host reduction kernels and the float16/bfloat16 <-> float32 conversions.
 //
 // Structure: one kernel template per (element traits, operator, aliasing pattern). The traits
-// widen an element to the type the operator computes in (float32 for float16/bfloat16,
-// the unsigned type for integer Sum/Prod) and narrow it back. All conversions are branchless
-// selects on integer bit patterns so that GCC/Clang vectorise the whole loop at -O3 with the
-// baseline ISA (SSE2 on x86-64, NEON on aarch64); no F16C or other ISA extension is required.
+// say how a kernel step loads, combines and stores its data: native types one element at a
+// time; float16/bfloat16 two elements per 32-bit word, widened to float32 with the branch-free
+// conversions of core/half.hpp. Everything is written so that GCC/Clang vectorise the loops at
+// -O3 with the baseline ISA (SSE2 on x86-64, NEON on aarch64); no F16C or other ISA extension
+// is required.
 #include "core/reduce.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
+
+#include "core/half.hpp"
 
 namespace sharc::core {
 namespace {
 
-// ---- float16 / bfloat16 conversions ------------------------------------------------------
-//
-// These are always_inline so the loops below see straight-line code they can vectorise.
-//
-// Every select goes through select32() (and/andnot/or on a mask) rather than '?:'. With GCC's
-// default -ftrapping-math, a '?:' lets the optimiser sink the float operation feeding one arm
-// into a branch, and it then refuses to if-convert (a float op may trap), so the whole loop
-// stays scalar. A mask select keeps every float op unconditional, as written.
-
-[[gnu::always_inline]] inline uint32_t select32(bool cond, uint32_t if_true,
-                                                uint32_t if_false) noexcept {
-  const uint32_t mask = 0u - static_cast<uint32_t>(cond);
-  return (if_true & mask) | (if_false & ~mask);
-}
-
-[[gnu::always_inline]] inline float halfToFloatImpl(uint16_t h) noexcept {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t em = h & 0x7FFFu;  // exponent and mantissa
-  // Normal numbers: rebias the exponent (15 -> 127) and widen the mantissa (10 -> 23 bits).
-  uint32_t bits = (em << 13) + ((127u - 15u) << 23);
-  // Inf/NaN (exponent 31): the rebias above lands on exponent 143; push it to 255.
-  bits = select32(em >= 0x7C00u, bits + ((128u - 16u) << 23), bits);
-  // NaN: force the quiet bit, keep sign and payload.
-  bits = select32(em > 0x7C00u, bits | 0x00400000u, bits);
-  // Zero and subnormals (exponent 0): the value is em * 2^-24, which is a normal float (or
-  // zero). int -> float and the power-of-two scale are both exact, and the result is never a
-  // float subnormal, so flush-to-zero modes cannot affect it.
-  const uint32_t sub = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(em)) *
-                                               0x1p-24f);
-  bits = select32(em < 0x0400u, sub, bits);
-  return std::bit_cast<float>(bits | sign);
-}
-
-[[gnu::always_inline]] inline uint16_t floatToHalfImpl(float f) noexcept {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t ax = x & 0x7FFFFFFFu;
-  // Normal half results (|f| >= 2^-14): rebias the exponent, then round to nearest-even with
-  // the classic "add 0x0FFF plus the lowest kept bit" trick; a carry out of the mantissa bumps
-  // the exponent, which also turns values >= 65520 into 0x7C00 (inf) exactly as IEEE wants.
-  const uint32_t odd = (ax >> 13) & 1u;
-  const uint32_t normal = (ax - ((127u - 15u) << 23) + 0x0FFFu + odd) >> 13;
-  // Zero and subnormal half results (|f| < 2^-14): adding 0.5f aligns the value so that the
-  // half's subnormal ulp (2^-24) is the float's ulp; the FPU's own round-to-nearest-even does
-  // the rounding (this assumes the default rounding mode). The sum is >= 0.5, so no float
-  // subnormal is produced; flush-to-zero/denormals-are-zero only affect inputs that round to
-  // zero anyway.
-  const float magic = 0.5f;
-  const uint32_t sub = std::bit_cast<uint32_t>(std::bit_cast<float>(ax) + magic) -
-                       std::bit_cast<uint32_t>(magic);
-  // Inputs >= 65536 (including inf): overflow to inf. NaN: quiet NaN with the top payload bits.
-  const uint32_t nan = 0x7E00u | ((ax >> 13) & 0x03FFu);
-  uint32_t r = select32(ax < 0x38800000u, sub, normal);
-  r = select32(ax >= 0x47800000u, 0x7C00u, r);
-  r = select32(ax > 0x7F800000u, nan, r);
-  return static_cast<uint16_t>(r | sign);
-}
-
-[[gnu::always_inline]] inline float bfloat16ToFloatImpl(uint16_t b) noexcept {
-  uint32_t bits = static_cast<uint32_t>(b) << 16;
-  // bfloat16 is the top half of a float32; only a signalling NaN needs its quiet bit set.
-  bits = select32((b & 0x7FFFu) > 0x7F80u, bits | 0x00400000u, bits);
-  return std::bit_cast<float>(bits);
-}
-
-[[gnu::always_inline]] inline uint16_t floatToBfloat16Impl(float f) noexcept {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  // Round to nearest-even on the dropped 16 bits; the carry propagates into the exponent, so
-  // the largest finite values round to inf and subnormals need no special case. NaN is
-  // excluded (it could carry into the sign) and truncated with the quiet bit set instead.
-  const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16;
-  const uint32_t nan = (x >> 16) | 0x0040u;
-  return static_cast<uint16_t>(select32((x & 0x7FFFFFFFu) > 0x7F800000u, nan, rounded));
-}
-
 // ---- element traits ----------------------------------------------------------------------
 //
-// Storage: the in-memory element. Compute: what the operator sees. load/store convert.
+// Elem: the in-memory element. Word: what one loop step loads and stores, holding kPerWord
+// elements. combine<Op>(a, b): the reduced word.
 
 template <typename T>
 struct NativeTraits {
-  using Storage = T;
-  using Compute = T;
-  static T load(T v) noexcept { return v; }
-  static T store(T v) noexcept { return v; }
-};
-
-struct HalfTraits {
-  using Storage = uint16_t;
-  using Compute = float;
-  [[gnu::always_inline]] static float load(uint16_t v) noexcept { return halfToFloatImpl(v); }
-  [[gnu::always_inline]] static uint16_t store(float v) noexcept { return floatToHalfImpl(v); }
-};
-
-struct Bf16Traits {
-  using Storage = uint16_t;
-  using Compute = float;
-  [[gnu::always_inline]] static float load(uint16_t v) noexcept { return bfloat16ToFloatImpl(v); }
-  [[gnu::always_inline]] static uint16_t store(float v) noexcept {
-    return floatToBfloat16Impl(v);
+  using Elem = T;
+  using Word = T;
+  static constexpr size_t kPerWord = 1;
+  static T loadWord(const T* p, size_t i) noexcept { return p[i]; }
+  static void storeWord(T* p, size_t i, T w) noexcept { p[i] = w; }
+  template <typename Op>
+  static T combine(T a, T b) noexcept {
+    return Op::apply(a, b);
   }
 };
+
+// float16/bfloat16 are processed as pairs in 32-bit words: each half of the word is widened to
+// float32 in a 32-bit lane, reduced, narrowed and put back in its half. Element-at-a-time code
+// vectorises too, but needs 16 <-> 32-bit lane unpacking/packing around the arithmetic, which
+// SSE2 has no cheap instructions for (no packusdw); the paired form is several times faster.
+// Each lane maps back to the memory position it came from, so byte order does not matter.
+template <typename Codec>
+struct Packed16Traits {
+  using Elem = uint16_t;
+  using Word = uint32_t;
+  static constexpr size_t kPerWord = 2;
+  // memcpy: a uint16_t buffer must not be read through a uint32_t lvalue (strict aliasing);
+  // compilers turn these into plain (unaligned) vector loads and stores.
+  [[gnu::always_inline]] static uint32_t loadWord(const uint16_t* p, size_t i) noexcept {
+    uint32_t w;
+    std::memcpy(&w, p + 2 * i, sizeof w);
+    return w;
+  }
+  [[gnu::always_inline]] static void storeWord(uint16_t* p, size_t i, uint32_t w) noexcept {
+    std::memcpy(p + 2 * i, &w, sizeof w);
+  }
+  template <typename Op>
+  [[gnu::always_inline]] static uint32_t combine(uint32_t a, uint32_t b) noexcept {
+    return Codec::narrowLo(Op::apply(Codec::widenLo(a), Codec::widenLo(b))) |
+           Codec::narrowHi(Op::apply(Codec::widenHi(a), Codec::widenHi(b)));
+  }
+};
+
+struct HalfCodec {
+  [[gnu::always_inline]] static float widenLo(uint32_t w) noexcept {
+    return halfBitsToFloat(w & 0xFFFFu);
+  }
+  [[gnu::always_inline]] static float widenHi(uint32_t w) noexcept {
+    return halfBitsToFloat(w >> 16);
+  }
+  [[gnu::always_inline]] static uint32_t narrowLo(float f) noexcept { return floatToHalfBits(f); }
+  [[gnu::always_inline]] static uint32_t narrowHi(float f) noexcept {
+    return floatToHalfBits(f) << 16;
+  }
+};
+
+// Widening skips bfloat16BitsToFloat()'s quieting of signalling NaNs: every operator either
+// computes on a NaN (which yields a quiet NaN) or selects it, and narrowing quiets it then.
+struct Bf16Codec {
+  [[gnu::always_inline]] static float widenLo(uint32_t w) noexcept {
+    return std::bit_cast<float>(w << 16);
+  }
+  [[gnu::always_inline]] static float widenHi(uint32_t w) noexcept {
+    return std::bit_cast<float>(w & 0xFFFF0000u);
+  }
+  [[gnu::always_inline]] static uint32_t narrowLo(float f) noexcept {
+    return floatToBfloat16High(f) >> 16;
+  }
+  [[gnu::always_inline]] static uint32_t narrowHi(float f) noexcept {
+    return floatToBfloat16High(f);
+  }
+};
+
+using HalfTraits = Packed16Traits<HalfCodec>;
+using Bf16Traits = Packed16Traits<Bf16Codec>;
 
 // ---- operators ---------------------------------------------------------------------------
 
@@ -151,10 +130,9 @@ struct ProdOp {
 };
 
 // Floating Max/Min propagate NaN: if either input is NaN the result is NaN (the first NaN
-// operand; float16/bfloat16 results are quiet NaNs). This is the IEEE 754-2019
-// maximum/minimum behaviour and what MPI_MAX on NaN data usually gives, not fmaxf/fminf
-// (which drop a NaN): a reduction should not silently hide a NaN on one rank. -0.0 and +0.0
-// compare equal, so either may be returned for max(-0.0, +0.0).
+// operand; float16/bfloat16 results are quiet NaNs), like IEEE 754-2019 maximum/minimum and
+// unlike fmaxf/fminf, which return the other operand: a reduction must not hide a NaN that one
+// rank produced. -0.0 and +0.0 compare equal, so max(-0.0, +0.0) may return either.
 struct MaxOp {
   template <typename T>
   static T apply(T a, T b) noexcept {
@@ -185,35 +163,60 @@ struct MinOp {
 // The kernels are kept out of line so each shows up as its own symbol in profiles.
 
 template <typename Tr>
-using Elem = typename Tr::Storage;
+using Elem = typename Tr::Elem;
+
+// The element left over after the last whole word (float16/bfloat16 with an odd count): the
+// low half of a word built from one element is that element's result.
+template <typename Tr, typename Op>
+void tail(Elem<Tr>* dst, const Elem<Tr>* a, const Elem<Tr>* b, size_t n) noexcept {
+  static_assert(Tr::kPerWord <= 2);
+  if constexpr (Tr::kPerWord == 2) {
+    if (n % 2 != 0) {
+      const size_t i = n - 1;
+      dst[i] = static_cast<Elem<Tr>>(Tr::template combine<Op>(a[i], b[i]));
+    }
+  }
+}
 
 template <typename Tr, typename Op>
 [[gnu::noinline]] void kernelDistinct(Elem<Tr>* __restrict dst, const Elem<Tr>* __restrict a,
                                       const Elem<Tr>* __restrict b, size_t n) noexcept {
-  for (size_t i = 0; i < n; ++i) dst[i] = Tr::store(Op::apply(Tr::load(a[i]), Tr::load(b[i])));
+  const size_t words = n / Tr::kPerWord;
+  for (size_t i = 0; i < words; ++i) {
+    Tr::storeWord(dst, i, Tr::template combine<Op>(Tr::loadWord(a, i), Tr::loadWord(b, i)));
+  }
+  tail<Tr, Op>(dst, a, b, n);
 }
 
-// dst == a (kSwap = false: dst = dst op b) or dst == b (kSwap = true: dst = other op dst).
+// dst == a (kSwap = false: dst = dst op other) or dst == b (kSwap = true: dst = other op dst).
 // Operand order is kept because it decides which NaN payload Max/Min return, so an in-place
 // reduction matches an out-of-place one bitwise. (For Sum/Prod of two NaNs the payload is
 // whatever the hardware returns for the operand order the compiler picked.)
 template <typename Tr, typename Op, bool kSwap>
 [[gnu::noinline]] void kernelInPlace(Elem<Tr>* __restrict dst, const Elem<Tr>* __restrict other,
                                      size_t n) noexcept {
-  for (size_t i = 0; i < n; ++i) {
-    const auto d = Tr::load(dst[i]);
-    const auto o = Tr::load(other[i]);
-    dst[i] = Tr::store(kSwap ? Op::apply(o, d) : Op::apply(d, o));
+  const size_t words = n / Tr::kPerWord;
+  for (size_t i = 0; i < words; ++i) {
+    const auto d = Tr::loadWord(dst, i);
+    const auto o = Tr::loadWord(other, i);
+    Tr::storeWord(dst, i, kSwap ? Tr::template combine<Op>(o, d) : Tr::template combine<Op>(d, o));
+  }
+  if constexpr (kSwap) {
+    tail<Tr, Op>(dst, other, dst, n);
+  } else {
+    tail<Tr, Op>(dst, dst, other, n);
   }
 }
 
 // dst == a == b.
 template <typename Tr, typename Op>
 [[gnu::noinline]] void kernelSelf(Elem<Tr>* __restrict dst, size_t n) noexcept {
-  for (size_t i = 0; i < n; ++i) {
-    const auto d = Tr::load(dst[i]);
-    dst[i] = Tr::store(Op::apply(d, d));
+  const size_t words = n / Tr::kPerWord;
+  for (size_t i = 0; i < words; ++i) {
+    const auto d = Tr::loadWord(dst, i);
+    Tr::storeWord(dst, i, Tr::template combine<Op>(d, d));
   }
+  tail<Tr, Op>(dst, dst, dst, n);
 }
 
 template <typename Tr, typename Op>
@@ -248,16 +251,24 @@ void runType(void* dst, const void* a, const void* b, size_t n, RedOp op) noexce
 
 // ---- finishAverage -----------------------------------------------------------------------
 
-// Floating types: true division in the compute type. For float16/bfloat16 the quotient is
-// computed in float32 and rounded once more; float32 carries more than 2p+2 bits of either
-// type, so this double rounding still gives the correctly rounded quotient.
-template <typename Tr>
-void divideFloating(void* data, size_t n, uint64_t divisor) noexcept {
-  using S = typename Tr::Storage;
-  using C = typename Tr::Compute;
-  auto* __restrict p = static_cast<S*>(data);
-  const C d = static_cast<C>(divisor);
-  for (size_t i = 0; i < n; ++i) p[i] = Tr::store(Tr::load(p[i]) / d);
+// Floating types: true division. float16/bfloat16 divide in float32 and round once more;
+// float32 carries more than 2p+2 bits of either type, so this double rounding still gives the
+// correctly rounded quotient (for bfloat16 quotients below 2^-126, where float32 itself is
+// subnormal, as long as the divisor is below 2^16: far more ranks than anyone runs).
+template <typename T>
+void divideNative(void* data, size_t n, uint64_t divisor) noexcept {
+  auto* __restrict p = static_cast<T*>(data);
+  const T d = static_cast<T>(divisor);
+  for (size_t i = 0; i < n; ++i) p[i] = p[i] / d;
+}
+
+template <typename Codec>
+void divide16(void* data, size_t n, uint64_t divisor) noexcept {
+  auto* __restrict p = static_cast<uint16_t*>(data);
+  const float d = static_cast<float>(divisor);
+  for (size_t i = 0; i < n; ++i) {
+    p[i] = static_cast<uint16_t>(Codec::narrowLo(Codec::widenLo(p[i]) / d));
+  }
 }
 
 // Integer types: truncating division, as C++ '/'. The divisor is converted carefully: mixing a
@@ -317,16 +328,24 @@ void finishAverage(void* data, size_t count, DataType type, uint64_t divisor) {
     case DataType::Uint32: divideIntegral<uint32_t>(data, count, divisor); return;
     case DataType::Int64: divideIntegral<int64_t>(data, count, divisor); return;
     case DataType::Uint64: divideIntegral<uint64_t>(data, count, divisor); return;
-    case DataType::Float16: divideFloating<HalfTraits>(data, count, divisor); return;
-    case DataType::Float32: divideFloating<NativeTraits<float>>(data, count, divisor); return;
-    case DataType::Float64: divideFloating<NativeTraits<double>>(data, count, divisor); return;
-    case DataType::BFloat16: divideFloating<Bf16Traits>(data, count, divisor); return;
+    case DataType::Float16: divide16<HalfCodec>(data, count, divisor); return;
+    case DataType::Float32: divideNative<float>(data, count, divisor); return;
+    case DataType::Float64: divideNative<double>(data, count, divisor); return;
+    case DataType::BFloat16: divide16<Bf16Codec>(data, count, divisor); return;
   }
 }
 
-float halfToFloat(uint16_t h) noexcept { return halfToFloatImpl(h); }
-uint16_t floatToHalf(float f) noexcept { return floatToHalfImpl(f); }
-float bfloat16ToFloat(uint16_t b) noexcept { return bfloat16ToFloatImpl(b); }
-uint16_t floatToBfloat16(float f) noexcept { return floatToBfloat16Impl(f); }
+float halfToFloat(uint16_t h) noexcept {
+  return halfBitsToFloat(h);
+}
+uint16_t floatToHalf(float f) noexcept {
+  return static_cast<uint16_t>(floatToHalfBits(f));
+}
+float bfloat16ToFloat(uint16_t b) noexcept {
+  return bfloat16BitsToFloat(b);
+}
+uint16_t floatToBfloat16(float f) noexcept {
+  return static_cast<uint16_t>(floatToBfloat16High(f) >> 16);
+}
 
 }  // namespace sharc::core

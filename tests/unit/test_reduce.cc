@@ -4,8 +4,6 @@
 // arithmetic, floating types in double, and float16/bfloat16 through a reference decoder
 // (ldexp of the fields) and a reference encoder that looks up the neighbouring representable
 // values in a sorted table and picks the nearer one, ties to the even bit pattern.
-#include "core/reduce.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +17,8 @@
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+#include "core/reduce.hpp"
 
 namespace sharc::core {
 namespace {
@@ -39,7 +39,9 @@ constexpr uint16_t infBits(Format f) {
   return static_cast<uint16_t>(((1u << f.exp_bits) - 1) << f.mant_bits);
 }
 
-bool refIsNan(uint16_t v, Format f) { return (v & 0x7FFFu) > infBits(f); }
+bool refIsNan(uint16_t v, Format f) {
+  return (v & 0x7FFFu) > infBits(f);
+}
 
 // Value of a bit pattern, straight from the definition of the format.
 double refDecode(uint16_t v, Format f) {
@@ -128,13 +130,17 @@ struct FloatCodec {
   static T encode(double x) { return static_cast<T>(x); }
   static bool isNan(T v) { return std::isnan(v); }
   static uint64_t bits(T v) {
-    if constexpr (sizeof(T) == 4) return std::bit_cast<uint32_t>(v);
-    else return std::bit_cast<uint64_t>(v);
+    if constexpr (sizeof(T) == 4)
+      return std::bit_cast<uint32_t>(v);
+    else
+      return std::bit_cast<uint64_t>(v);
   }
   static T random(std::mt19937_64& rng) {
     if (rng() % 2) {
-      if constexpr (sizeof(T) == 4) return std::bit_cast<float>(static_cast<uint32_t>(rng()));
-      else return std::bit_cast<double>(rng());
+      if constexpr (sizeof(T) == 4)
+        return std::bit_cast<float>(static_cast<uint32_t>(rng()));
+      else
+        return std::bit_cast<double>(rng());
     }
     return static_cast<T>(std::uniform_real_distribution<double>(-100.0, 100.0)(rng));
   }
@@ -224,8 +230,8 @@ constexpr size_t kGuard = 16;  // elements after the end that must stay untouche
 template <typename C>
 void checkReduce(DataType type, RedOp op, size_t n, Alias alias, std::mt19937_64& rng) {
   using T = typename C::T;
-  SCOPED_TRACE(testing::Message() << dataTypeName(type) << " " << redOpName(op) << " n=" << n
-                                  << " " << kAliasNames[alias]);
+  SCOPED_TRACE(testing::Message() << dataTypeName(type) << " " << redOpName(op) << " n=" << n << " "
+                                  << kAliasNames[alias]);
   std::vector<T> a(n + kGuard), b(n + kGuard);
   for (auto& v : a) v = C::random(rng);
   for (auto& v : b) v = C::random(rng);
@@ -368,14 +374,14 @@ TEST(Reduce, Bfloat16RoundsTiesToEven) {
 
 // NaN in either operand (or both) gives NaN for every operator and floating type.
 TEST(Reduce, NaNPropagates) {
-  const double nan_cases[][2] = {{kNaN, 1.0}, {1.0, kNaN}, {kNaN, kNaN}, {kNaN, -kInf},
-                                 {kInf, kNaN}, {-2.0, kNaN}};
+  const double nan_cases[][2] = {{kNaN, 1.0},   {1.0, kNaN},  {kNaN, kNaN},
+                                 {kNaN, -kInf}, {kInf, kNaN}, {-2.0, kNaN}};
   forFloatingTypes([&]<typename C>(DataType type) {
     for (RedOp op : allOps()) {
       for (const auto& c : nan_cases) {
         const auto got = reduce1(C::encode(c[0]), C::encode(c[1]), type, op);
-        EXPECT_TRUE(C::isNan(got)) << dataTypeName(type) << " " << redOpName(op) << " " << c[0]
-                                   << " " << c[1];
+        EXPECT_TRUE(C::isNan(got))
+            << dataTypeName(type) << " " << redOpName(op) << " " << c[0] << " " << c[1];
       }
     }
   });
@@ -411,11 +417,11 @@ TEST(Reduce, Infinities) {
     double want;
   };
   const Case cases[] = {
-      {kInf, 1.0, RedOp::Sum, kInf},     {-kInf, 1.0, RedOp::Sum, -kInf},
-      {kInf, -kInf, RedOp::Sum, kNaN},   {kInf, 0.0, RedOp::Prod, kNaN},
-      {kInf, -2.0, RedOp::Prod, -kInf},  {-kInf, 3.0, RedOp::Max, 3.0},
-      {-kInf, 3.0, RedOp::Min, -kInf},   {kInf, -kInf, RedOp::Max, kInf},
-      {kInf, -kInf, RedOp::Min, -kInf},  {kInf, kInf, RedOp::Avg, kInf},
+      {kInf, 1.0, RedOp::Sum, kInf},    {-kInf, 1.0, RedOp::Sum, -kInf},
+      {kInf, -kInf, RedOp::Sum, kNaN},  {kInf, 0.0, RedOp::Prod, kNaN},
+      {kInf, -2.0, RedOp::Prod, -kInf}, {-kInf, 3.0, RedOp::Max, 3.0},
+      {-kInf, 3.0, RedOp::Min, -kInf},  {kInf, -kInf, RedOp::Max, kInf},
+      {kInf, -kInf, RedOp::Min, -kInf}, {kInf, kInf, RedOp::Avg, kInf},
   };
   forFloatingTypes([&]<typename C>(DataType type) {
     for (const Case& c : cases) {
@@ -432,7 +438,7 @@ TEST(Reduce, Infinities) {
 }
 
 TEST(Reduce, MinMaxMixedSigns) {
-  const double pairs[][2] = {{-1.0, 2.0}, {2.0, -1.0}, {-3.0, 0.5}, {-0.0, 0.0},
+  const double pairs[][2] = {{-1.0, 2.0}, {2.0, -1.0},  {-3.0, 0.5}, {-0.0, 0.0},
                              {0.0, -0.0}, {-5.0, -4.0}, {7.0, -7.0}};
   forFloatingTypes([&]<typename C>(DataType type) {
     for (const auto& p : pairs) {
@@ -444,8 +450,8 @@ TEST(Reduce, MinMaxMixedSigns) {
   EXPECT_EQ(reduce1<int8_t>(-128, 127, DataType::Int8, RedOp::Max), 127);
   EXPECT_EQ(reduce1<int8_t>(-128, 127, DataType::Int8, RedOp::Min), -128);
   EXPECT_EQ(reduce1<int32_t>(-5, 3, DataType::Int32, RedOp::Min), -5);
-  EXPECT_EQ(reduce1<int64_t>(std::numeric_limits<int64_t>::min(), 1, DataType::Int64,
-                             RedOp::Max), 1);
+  EXPECT_EQ(reduce1<int64_t>(std::numeric_limits<int64_t>::min(), 1, DataType::Int64, RedOp::Max),
+            1);
   EXPECT_EQ(reduce1<uint8_t>(200, 100, DataType::Uint8, RedOp::Max), 200);  // not signed
   EXPECT_EQ(reduce1<uint64_t>(~0ull, 1, DataType::Uint64, RedOp::Min), 1u);
 }
@@ -458,10 +464,10 @@ TEST(Reduce, IntegerWraparound) {
   EXPECT_EQ(reduce1<int8_t>(100, 100, DataType::Int8, RedOp::Avg), -56);  // Avg sums first
   EXPECT_EQ(reduce1<uint8_t>(255, 1, DataType::Uint8, RedOp::Sum), 0);
   EXPECT_EQ(reduce1<uint8_t>(16, 17, DataType::Uint8, RedOp::Prod), 16);
-  EXPECT_EQ(reduce1<int32_t>(std::numeric_limits<int32_t>::max(), 1, DataType::Int32,
-                             RedOp::Sum), std::numeric_limits<int32_t>::min());
-  EXPECT_EQ(reduce1<int64_t>(std::numeric_limits<int64_t>::min(), -1, DataType::Int64,
-                             RedOp::Prod), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(reduce1<int32_t>(std::numeric_limits<int32_t>::max(), 1, DataType::Int32, RedOp::Sum),
+            std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(reduce1<int64_t>(std::numeric_limits<int64_t>::min(), -1, DataType::Int64, RedOp::Prod),
+            std::numeric_limits<int64_t>::min());
   EXPECT_EQ(reduce1<uint64_t>(1ull << 63, 2, DataType::Uint64, RedOp::Prod), 0u);
 }
 
@@ -513,8 +519,8 @@ TEST_P(FinishAverage, MatchesReference) {
     }
     if constexpr (!C::kFloating) {
       // Divisors at and beyond the type's range.
-      for (uint64_t d : {127ull, 128ull, 255ull, 256ull, 300ull, 1ull << 31, 1ull << 32,
-                         1ull << 63, ~0ull}) {
+      for (uint64_t d :
+           {127ull, 128ull, 255ull, 256ull, 300ull, 1ull << 31, 1ull << 32, 1ull << 63, ~0ull}) {
         checkFinishAverage<C>(type, d, rng);
       }
     }
@@ -571,7 +577,9 @@ void exhaustiveRoundTrip(float (*toFloat)(uint16_t), uint16_t (*fromFloat)(float
   }
 }
 
-TEST(Conversions, HalfExhaustiveRoundTrip) { exhaustiveRoundTrip<kHalf>(halfToFloat, floatToHalf); }
+TEST(Conversions, HalfExhaustiveRoundTrip) {
+  exhaustiveRoundTrip<kHalf>(halfToFloat, floatToHalf);
+}
 
 TEST(Conversions, Bfloat16ExhaustiveRoundTrip) {
   exhaustiveRoundTrip<kBf16>(bfloat16ToFloat, floatToBfloat16);
