@@ -11,6 +11,7 @@ enum class Algorithm {
   Ring,               ///< bandwidth-optimal, pipelined in chunks
   RecursiveDoubling,  ///< log steps, powers of two (recursive halving for ReduceScatter)
   Bruck,              ///< log steps, any number of ranks
+  Direct,             ///< one step: every rank exchanges with every other at once
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
 };

@@ -12,6 +12,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Ring: return "ring";
     case Algorithm::RecursiveDoubling: return "recursive_doubling";
     case Algorithm::Bruck: return "bruck";
+    case Algorithm::Direct: return "direct";
     case Algorithm::BinomialTree: return "binomial_tree";
     case Algorithm::Dissemination: return "dissemination";
   }
@@ -108,6 +109,29 @@ void bruckAllGather(Schedule& s, const CollArgs& a) {
   }
 }
 
+// Every rank sends its block to every other rank at once: no chain of dependent steps, which
+// suits shared memory (single-copy transfers, several ranks per core) and small worlds.
+void directAllGather(Schedule& s, const CollArgs& a) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  const size_t block = a.count * dataTypeSize(c.type);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  const size_t chunks = chunksFor(block, a.chunkBytes, 1);
+  for (int k = 1; k < n; ++k) {
+    // Staggered peers: at offset k, receive from r - k and send to r + k.
+    const int from = mod(r - k, n), to = mod(r + k, n);
+    for (size_t ch = 0; ch < chunks; ++ch) {
+      const Range p = evenBlock(block, static_cast<int>(chunks), static_cast<int>(ch));
+      const auto slot = static_cast<uint32_t>(ch);
+      s.recv(from, slot, recv + from * block + p.offset, p.count);
+      s.send(to, slot, static_cast<const std::byte*>(a.send) + p.offset, p.count);
+    }
+  }
+  // Out of place the local copy overlaps the transfers (it is posted after them, so it runs
+  // while peers copy); in place there is nothing to copy.
+  if (a.send != recv + r * block) s.copy(recv + r * block, a.send, block);
+}
+
 }  // namespace
 
 void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
@@ -117,6 +141,7 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
       if (isPowerOfTwo(s.context().size)) return recursiveDoublingAllGather(s, args);
       return bruckAllGather(s, args);
     case Algorithm::Bruck: return bruckAllGather(s, args);
+    case Algorithm::Direct: return directAllGather(s, args);
     default: return ringAllGather(s, args);
   }
 }

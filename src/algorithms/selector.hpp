@@ -22,7 +22,8 @@ struct AlgorithmOverride {
 /// The algorithm for one call. `bytesPerRank` is count * element size (per-rank block for
 /// AllGather/ReduceScatter, the whole vector for AllReduce). Deterministic: every rank of a
 /// call gets the same answer from the same arguments and override.
+/// `intraHost`: every rank runs on this host (shared-memory provider, single-copy transfers).
 Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
-                          const AlgorithmOverride& override);
+                          const AlgorithmOverride& override, bool intraHost = false);
 
 }  // namespace sharc::algo

@@ -80,6 +80,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const long usableCpus =
       sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
   engine->oversubscribed = localRanks > usableCpus;
+  engine->intraHost = allLocal;
   std::vector<uint32_t> peers(static_cast<size_t>(size));
   std::iota(peers.begin(), peers.end(), 0u);
   auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), timeout, algos);

@@ -100,7 +100,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
   ctx.count = count;
   ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
-  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos);
+  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.intraHost);
   ctx.algorithm = algo::algorithmName(algorithm);
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 

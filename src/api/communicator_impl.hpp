@@ -31,6 +31,8 @@ class Engine {
   std::bitset<algo::tag::kMaxComms> usedCommIds;
   /// More ranks on this host than CPUs: idle waits sleep early so busy ranks get the cores.
   bool oversubscribed = false;
+  /// Every rank of the world communicator runs on this host.
+  bool intraHost = false;
 
   /// Polls the endpoint and advances every active operation; true if anything happened.
   bool progressLocked();

@@ -101,7 +101,7 @@ TEST_P(ForcedAlgorithm, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, ForcedAlgorithm,
-    ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck"),
+    ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck", "direct"),
                        ::testing::Values(2, 3, 4, 5, 8)),
     [](const ::testing::TestParamInfo<AlgoParam>& info) {
       return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";

@@ -25,6 +25,16 @@ TEST(Selector, LargeMessagesTakeTheRing) {
   }
 }
 
+TEST(Selector, OneHostPrefersDirectAllGather) {
+  const AlgorithmOverride none;
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, true), Algorithm::Direct);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, true), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, false), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, true), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, AlgorithmOverride::parse("direct"), false),
+            Algorithm::Direct);
+}
+
 TEST(Selector, OverrideForcesTheChoice) {
   const auto all = AlgorithmOverride::parse("ring");
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 8, 4, all), Algorithm::Ring);
