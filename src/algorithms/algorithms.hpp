@@ -12,6 +12,7 @@ enum class Algorithm {
   RecursiveDoubling,  ///< log steps, powers of two (recursive halving for ReduceScatter)
   Bruck,              ///< log steps, any number of ranks
   Direct,             ///< one step: every rank exchanges with every other at once
+  DirectRead,         ///< one host: every rank reads what it needs straight from its peers
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
 };
@@ -34,6 +35,9 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args);
 void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args);
 void buildAllReduce(Schedule& s, Algorithm a, const CollArgs& args);
 void buildBroadcast(Schedule& s, const CollArgs& args);
+/// One-host single-copy forms (need ScheduleContext::pids; see direct_read.cc).
+void buildDirectReadAllGather(Schedule& s, const CollArgs& args);
+void buildDirectReadReduceScatter(Schedule& s, const CollArgs& args);
 void buildBarrier(Schedule& s);
 
 }  // namespace sharc::algo

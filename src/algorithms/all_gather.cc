@@ -13,6 +13,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::RecursiveDoubling: return "recursive_doubling";
     case Algorithm::Bruck: return "bruck";
     case Algorithm::Direct: return "direct";
+    case Algorithm::DirectRead: return "direct_read";
     case Algorithm::BinomialTree: return "binomial_tree";
     case Algorithm::Dissemination: return "dissemination";
   }
@@ -142,6 +143,9 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
       return bruckAllGather(s, args);
     case Algorithm::Bruck: return bruckAllGather(s, args);
     case Algorithm::Direct: return directAllGather(s, args);
+    case Algorithm::DirectRead:
+      if (s.context().pids) return buildDirectReadAllGather(s, args);
+      return directAllGather(s, args);
     default: return ringAllGather(s, args);
   }
 }

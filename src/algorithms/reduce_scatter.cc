@@ -135,6 +135,9 @@ void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args) {
       if (isPowerOfTwo(s.context().size)) return recursiveHalvingReduceScatter(s, args);
       return reverseBruckReduceScatter(s, args);
     case Algorithm::Bruck: return reverseBruckReduceScatter(s, args);
+    case Algorithm::DirectRead:
+      if (s.context().pids) return buildDirectReadReduceScatter(s, args);
+      return ringReduceScatter(s, args);
     default: return ringReduceScatter(s, args);
   }
 }

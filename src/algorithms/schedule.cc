@@ -2,6 +2,7 @@
 
 #include "core/log.hpp"
 #include "core/reduce.hpp"
+#include "transport/cma.hpp"
 
 #include <cstring>
 #include <sstream>
@@ -116,6 +117,18 @@ Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
   return add(std::move(op));
 }
 
+Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t offset,
+                                    void* dst, size_t bytes) {
+  Op op{};
+  op.kind = Kind::RemoteRead;
+  op.peer = peer;
+  op.src = remoteBase;
+  op.remoteOffset = offset;
+  op.dst = dst;
+  op.size = bytes;
+  return add(std::move(op));
+}
+
 Schedule::OpId Schedule::divide(void* data, size_t count) {
   Op op{};
   op.kind = Kind::Divide;
@@ -150,7 +163,6 @@ void Schedule::complete(OpId id) {
 }
 
 void Schedule::runLocal(Op& op) {
-  const size_t elem = dataTypeSize(ctx_.type);
   switch (op.kind) {
     case Kind::Reduce:
       core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op);
@@ -162,9 +174,18 @@ void Schedule::runLocal(Op& op) {
       if (ctx_.op == RedOp::Avg) core::finishAverage(op.dst, op.size, ctx_.type,
                                                      static_cast<uint64_t>(ctx_.size));
       break;
+    case Kind::RemoteRead: {
+      const uint64_t base = *static_cast<const uint64_t*>(op.src);
+      const std::string err = transport::cmaRead((*ctx_.pids)[op.peer], base + op.remoteOffset,
+                                                 op.dst, op.size);
+      if (!err.empty())
+        fail(Result::SystemError,
+             describe() + ": single-copy read from peer " + std::to_string(op.peer) + " failed: " +
+                 err + " (set SHARC_CMA=0 to use the fabric instead)");
+      break;
+    }
     default: break;
   }
-  (void)elem;
 }
 
 bool Schedule::post(OpId id) {
@@ -221,6 +242,7 @@ Schedule::State Schedule::advance() {
       const OpId id = readyLocal_.front();
       readyLocal_.pop_front();
       runLocal(ops_[id]);
+      if (state_ != State::Running) break;
       complete(id);
       progressed = true;
     }

@@ -38,6 +38,9 @@ class ScratchPool {
 struct ScheduleContext {
   transport::Endpoint* endpoint = nullptr;
   const std::vector<uint32_t>* peers = nullptr;  ///< communicator rank -> endpoint peer id
+  /// communicator rank -> process id, when every rank is on this host and cross-memory
+  /// attach works between them (null otherwise: no remoteRead).
+  const std::vector<int32_t>* pids = nullptr;
   ScratchPool* scratch = nullptr;
   int rank = 0;
   int size = 1;
@@ -67,6 +70,9 @@ class Schedule final : public transport::TransferOwner {
   /// dst = a op b over `count` elements of the schedule's type (Avg reduces as Sum).
   OpId reduce(void* dst, const void* a, const void* b, size_t count);
   OpId copy(void* dst, const void* src, size_t bytes);
+  /// Copies `bytes` at (*remoteBase + offset) in `peer`'s memory into dst (single copy, same
+  /// host); *remoteBase is read when the operation runs, so a receive may deliver it.
+  OpId remoteRead(int peer, const uint64_t* remoteBase, uint64_t offset, void* dst, size_t bytes);
   /// data /= size (finishes Avg); a no-op for other ops.
   OpId divide(void* data, size_t count);
   /// `op` starts only after `before` has completed.
@@ -93,7 +99,7 @@ class Schedule final : public transport::TransferOwner {
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
 
  private:
-  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide };
+  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead };
   enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
   struct Op {
     Kind kind;
@@ -105,6 +111,7 @@ class Schedule final : public transport::TransferOwner {
     const void* src = nullptr;
     const void* src2 = nullptr;
     size_t size = 0;  // bytes for transfers and copies, elements for reduce/divide
+    uint64_t remoteOffset = 0;
     std::vector<OpId> dependents;
     transport::Transfer transfer;
   };

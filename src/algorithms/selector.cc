@@ -26,13 +26,14 @@ std::optional<Algorithm> parseName(const std::string& name) {
     return Algorithm::RecursiveDoubling;
   if (name == "bruck") return Algorithm::Bruck;
   if (name == "direct") return Algorithm::Direct;
+  if (name == "direct_read") return Algorithm::DirectRead;
   return std::nullopt;
 }
 
 [[noreturn]] void bad(const std::string& item) {
   throw Error(Result::InvalidArgument,
               "SHARC_ALGO: cannot parse '" + item +
-                  "': expected ring, recursive_doubling (rd), bruck, direct, or a comma-separated list "
+                  "': expected ring, recursive_doubling (rd), bruck, direct, direct_read, or a comma-separated list "
                   "of collective:name with collective one of allgather, reducescatter, "
                   "allreduce");
 }
@@ -64,17 +65,21 @@ AlgorithmOverride AlgorithmOverride::parse(const std::string& text) {
 }
 
 Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
-                          const AlgorithmOverride& o, bool intraHost) {
+                          const AlgorithmOverride& o, Locality locality) {
+  const bool oneHost = locality != Locality::Network;
+  const bool singleCopy = locality == Locality::OneHostSingleCopy;
   const size_t total = bytesPerRank * static_cast<size_t>(nranks);
   switch (kind) {
     case CollKind::AllGather:
       if (o.allGather) return *o.allGather;
-      if (intraHost && nranks <= kDirectAllGatherMaxRanks && total > kLogAllGatherMaxTotal)
-        return Algorithm::Direct;
+      if (oneHost && nranks <= kDirectAllGatherMaxRanks && total > kLogAllGatherMaxTotal)
+        return singleCopy ? Algorithm::DirectRead : Algorithm::Direct;
       if (total > kLogAllGatherMaxTotal) return Algorithm::Ring;
       return isPowerOfTwo(nranks) ? Algorithm::RecursiveDoubling : Algorithm::Bruck;
     case CollKind::ReduceScatter:
       if (o.reduceScatter) return *o.reduceScatter;
+      if (singleCopy && nranks <= kDirectAllGatherMaxRanks && total > kLogReduceScatterMaxTotal)
+        return Algorithm::DirectRead;
       if (isPowerOfTwo(nranks))
         return total <= kLogReduceScatterMaxTotal ? Algorithm::RecursiveDoubling : Algorithm::Ring;
       return total <= kBruckReduceScatterMaxTotal ? Algorithm::Bruck : Algorithm::Ring;

@@ -22,8 +22,14 @@ struct AlgorithmOverride {
 /// The algorithm for one call. `bytesPerRank` is count * element size (per-rank block for
 /// AllGather/ReduceScatter, the whole vector for AllReduce). Deterministic: every rank of a
 /// call gets the same answer from the same arguments and override.
-/// `intraHost`: every rank runs on this host (shared-memory provider, single-copy transfers).
+/// Where the ranks of a communicator are.
+enum class Locality {
+  Network,           ///< some ranks on other hosts
+  OneHost,           ///< all on this host (shared-memory provider)
+  OneHostSingleCopy  ///< all on this host and able to read each other's memory (CMA)
+};
 Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
-                          const AlgorithmOverride& override, bool intraHost = false);
+                          const AlgorithmOverride& override,
+                          Locality locality = Locality::Network);
 
 }  // namespace sharc::algo

@@ -4,6 +4,7 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "transport/cma.hpp"
 
 #include <sched.h>
 #include <unistd.h>
@@ -46,11 +47,25 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const auto algos = algo::AlgorithmOverride::parse(config.algorithm);
 
-  // Round 1: which ranks share this host decides whether shm and loopback are candidates.
+  // Round 1: which ranks share this host decides whether shm, loopback and single-copy reads
+  // are candidates. Each rank also says its pid and where its CMA probe word is.
   const std::string node = nodeIdentity();
-  const std::vector<std::string> nodes = boot->allGather(node);
+  const std::vector<std::string> hello = boot->allGather(
+      node + '\0' + std::to_string(getpid()) + '\0' + std::to_string(transport::cmaProbeAddress()));
+  std::vector<std::string> nodes(hello.size());
+  std::vector<int32_t> pids(hello.size());
+  std::vector<uint64_t> probes(hello.size());
+  for (size_t r = 0; r < hello.size(); ++r) {
+    const auto a = hello[r].find('\0'), b = hello[r].find('\0', a + 1);
+    if (a == std::string::npos || b == std::string::npos)
+      throw Error(Result::InternalError, "init: malformed hello from rank " + std::to_string(r));
+    nodes[r] = hello[r].substr(0, a);
+    pids[r] = static_cast<int32_t>(std::stol(hello[r].substr(a + 1, b - a - 1)));
+    probes[r] = std::stoull(hello[r].substr(b + 1));
+  }
   const bool allLocal =
       std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == node; });
+  if (allLocal && config.cma) transport::cmaAllowPeers();
 
   transport::EndpointOptions epOptions;
   epOptions.provider = !options.provider.empty() ? options.provider : config.provider;
@@ -80,19 +95,30 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const long usableCpus =
       sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
   engine->oversubscribed = localRanks > usableCpus;
-  engine->intraHost = allLocal;
   std::vector<uint32_t> peers(static_cast<size_t>(size));
   std::iota(peers.begin(), peers.end(), 0u);
-  auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), timeout, algos);
+  // Round 3 (also the barrier before any fabric traffic): can this rank read the next one's
+  // memory? Single-copy algorithms are used only if every rank can.
+  const int next = (rank + 1) % size;
+  const bool canRead = allLocal && config.cma && transport::cmaProbe(pids[next], probes[next]);
+  const std::vector<std::string> reads = boot->allGather(canRead ? "1" : "0");
+  const bool singleCopy =
+      std::all_of(reads.begin(), reads.end(), [](const std::string& v) { return v == "1"; });
+  engine->locality = !allLocal   ? algo::Locality::Network
+                     : singleCopy ? algo::Locality::OneHostSingleCopy
+                                  : algo::Locality::OneHost;
+  if (!singleCopy) pids.clear();
+  auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), std::move(pids),
+                                           timeout, algos);
   {
     std::lock_guard<std::mutex> lock(engine->mu);
     state->start();
   }
-  // Round 3: nobody sends fabric traffic before every rank has its receives posted.
-  boot->allGather(std::string());
+  boot->allGather(std::string());  // every rank's abort-notice receive is posted
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
                      << (allLocal ? " (all ranks on this host)" : "")
-                     << (engine->oversubscribed ? ", more local ranks than CPUs" : "") << ", timeout "
+                     << (engine->oversubscribed ? ", more local ranks than CPUs" : "")
+                     << (singleCopy ? ", single-copy reads between ranks" : "") << ", timeout "
                      << timeout.count() << " ms");
   return CommunicatorImpl::wrap(std::move(state));
 }

@@ -90,6 +90,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   algo::ScheduleContext ctx;
   ctx.endpoint = &engine.endpoint();
   ctx.peers = &c.peers;
+  ctx.pids = c.pids.empty() ? nullptr : &c.pids;
   ctx.scratch = &engine.scratch;
   ctx.rank = c.rank;
   ctx.size = c.size;
@@ -100,7 +101,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
   ctx.count = count;
   ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
-  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.intraHost);
+  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.locality);
   ctx.algorithm = algo::algorithmName(algorithm);
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 
@@ -164,13 +165,15 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
                                           ": split: all " + std::to_string(algo::tag::kMaxComms) +
                                           " communicator ids are in use; destroy unused ones");
   std::vector<uint32_t> peers;
+  std::vector<int32_t> pids;
   int newRank = -1;
   for (int m : members) {
     if (m == c.rank) newRank = static_cast<int>(peers.size());
     peers.push_back(c.peers[m]);
+    if (!c.pids.empty()) pids.push_back(c.pids[m]);
   }
-  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), c.timeout,
-                                           c.algos);
+  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers),
+                                           std::move(pids), c.timeout, c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();

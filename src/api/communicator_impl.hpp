@@ -31,8 +31,8 @@ class Engine {
   std::bitset<algo::tag::kMaxComms> usedCommIds;
   /// More ranks on this host than CPUs: idle waits sleep early so busy ranks get the cores.
   bool oversubscribed = false;
-  /// Every rank of the world communicator runs on this host.
-  bool intraHost = false;
+  /// Where the ranks of the world communicator are (decides the one-host algorithms).
+  algo::Locality locality = algo::Locality::Network;
 
   /// Polls the endpoint and advances every active operation; true if anything happened.
   bool progressLocked();
@@ -54,7 +54,8 @@ class Engine {
 class CommState final : public transport::TransferOwner {
  public:
   CommState(std::shared_ptr<Engine> engine, uint32_t id, int rank, std::vector<uint32_t> peers,
-            std::chrono::milliseconds timeout, algo::AlgorithmOverride algos);
+            std::vector<int32_t> pids, std::chrono::milliseconds timeout,
+            algo::AlgorithmOverride algos);
   ~CommState();
 
   std::shared_ptr<Engine> engine;
@@ -62,6 +63,7 @@ class CommState final : public transport::TransferOwner {
   const int rank;
   const int size;
   const std::vector<uint32_t> peers;  ///< communicator rank -> endpoint peer
+  const std::vector<int32_t> pids;    ///< communicator rank -> pid; empty without single copy
   const std::chrono::milliseconds timeout;
   const algo::AlgorithmOverride algos;
   uint32_t nextSeq = 0;

@@ -55,12 +55,14 @@ void Engine::failActive(const CommState* comm, Result code, const std::string& m
 }
 
 CommState::CommState(std::shared_ptr<Engine> e, uint32_t commId, int r, std::vector<uint32_t> p,
-                     std::chrono::milliseconds t, algo::AlgorithmOverride a)
+                     std::vector<int32_t> pidList, std::chrono::milliseconds t,
+                     algo::AlgorithmOverride a)
     : engine(std::move(e)),
       id(commId),
       rank(r),
       size(static_cast<int>(p.size())),
       peers(std::move(p)),
+      pids(std::move(pidList)),
       timeout(t),
       algos(a) {
   controlRecv_.owner = this;

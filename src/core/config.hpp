@@ -19,6 +19,7 @@ struct Config {
   size_t chunkBytes = 1u << 20;              ///< SHARC_CHUNK_BYTES: pipelining chunk (>= 4096)
   std::string nodeId;                        ///< SHARC_NODE_ID: overrides hostname+boot id
   std::string socketIfname;                  ///< SHARC_SOCKET_IFNAME: bootstrap interface
+  bool cma = true;  ///< SHARC_CMA: single-copy reads between ranks of one host (Linux CMA)
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and
   /// the expected form when a value is malformed.

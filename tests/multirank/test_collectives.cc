@@ -99,9 +99,22 @@ TEST_P(ForcedAlgorithm, MatchesReference) {
   }, o);
 }
 
+// Without single-copy reads (SHARC_CMA=0) one-host jobs pick the fabric-only algorithms.
+TEST(OneHost, WithoutSingleCopyReads) {
+  RunOptions o;
+  o.env["SHARC_CMA"] = "0";
+  o.env["SHARC_FI_PROVIDER"] = "shm";
+  runRanks(3, [](const RankContext&) {
+    auto comm = Communicator::createFromEnvironment();
+    const size_t large = (size_t{1} << 19) + 7;
+    EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, large, false), "");
+    EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::BFloat16, RedOp::Sum, large, true), "");
+  }, o);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Algorithms, ForcedAlgorithm,
-    ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck", "direct"),
+    ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck", "direct", "direct_read"),
                        ::testing::Values(2, 3, 4, 5, 8)),
     [](const ::testing::TestParamInfo<AlgoParam>& info) {
       return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";

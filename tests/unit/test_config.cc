@@ -21,7 +21,7 @@ const char* const kVars[] = {
     "SHARC_RANK",    "SHARC_WORLD_SIZE",     "SHARC_JOB_TOKEN",
     "MASTER_ADDR",   "MASTER_PORT",          "RANK",
     "WORLD_SIZE",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "SLURM_PROCID",  "SLURM_NTASKS",
+    "SLURM_PROCID",  "SLURM_NTASKS",         "SHARC_CMA",
 };
 
 // Clears every variable the code under test reads, and restores them afterwards.
@@ -146,6 +146,20 @@ TEST_F(ConfigEnvTest, ChunkBytes) {
     set("SHARC_CHUNK_BYTES", bad);
     expectInvalid([] { Config::load(); }, {"SHARC_CHUNK_BYTES", std::string("'") + bad + "'"});
   }
+}
+
+TEST_F(ConfigEnvTest, SingleCopySwitch) {
+  EXPECT_TRUE(Config::load().cma);
+  for (const char* off : {"0", "off", "NO", "false"}) {
+    set("SHARC_CMA", off);
+    EXPECT_FALSE(Config::load().cma) << off;
+  }
+  for (const char* on : {"1", "ON", "yes", "True"}) {
+    set("SHARC_CMA", on);
+    EXPECT_TRUE(Config::load().cma) << on;
+  }
+  set("SHARC_CMA", "maybe");
+  expectInvalid([] { Config::load(); }, {"SHARC_CMA", "'maybe'"});
 }
 
 TEST_F(ConfigEnvTest, GetIsOneSharedInstance) {

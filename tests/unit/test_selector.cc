@@ -27,11 +27,15 @@ TEST(Selector, LargeMessagesTakeTheRing) {
 
 TEST(Selector, OneHostPrefersDirectAllGather) {
   const AlgorithmOverride none;
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, true), Algorithm::Direct);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, true), Algorithm::Ring);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, false), Algorithm::Ring);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, true), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, AlgorithmOverride::parse("direct"), false),
+  const Locality host = Locality::OneHost, cma = Locality::OneHostSingleCopy;
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, host), Algorithm::Direct);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, host), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, host), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, AlgorithmOverride::parse("direct")),
             Algorithm::Direct);
 }
 

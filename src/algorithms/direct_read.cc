@@ -1,0 +1,107 @@
+// One-host algorithms over cross-memory attach: each rank tells its peers where its send
+// buffer is (an 8-byte message), every rank then reads what it needs straight out of the
+// peers' buffers (one copy, no bounce buffer, no chain of dependent steps), and tells each
+// owner when it is done so the owner's call does not return while its buffer is still read.
+#include "algorithms.hpp"
+#include "patterns.hpp"
+
+#include <cstring>
+#include <vector>
+
+namespace sharc::algo {
+namespace {
+
+constexpr uint32_t kAddressSlot = 0;
+constexpr uint32_t kDoneSlot = 1;
+
+struct Addresses {
+  uint64_t* of;                          // of[peer]: that peer's send buffer, once received
+  std::vector<Schedule::OpId> received;  // received[peer]: the receive that delivers it
+};
+
+// Posts the address exchange: this rank's send buffer address to every peer.
+Addresses exchangeAddresses(Schedule& s, const void* send) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  Addresses a{reinterpret_cast<uint64_t*>(s.scratch(sizeof(uint64_t) * (n + 1))),
+              std::vector<Schedule::OpId>(n)};
+  a.of[n] = reinterpret_cast<uint64_t>(send);
+  for (int k = 1; k < n; ++k) {
+    const int to = mod(r + k, n), from = mod(r - k, n);
+    s.send(to, kAddressSlot, &a.of[n], sizeof(uint64_t));
+    a.received[from] = s.recv(from, kAddressSlot, &a.of[from], sizeof(uint64_t));
+  }
+  return a;
+}
+
+// The owner waits for every reader; each reader says so after its last read from that owner.
+void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& readsFrom) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  for (int k = 1; k < n; ++k) {
+    const int from = mod(r - k, n), to = mod(r + k, n);
+    const Schedule::OpId done = s.send(from, kDoneSlot, nullptr, 0);
+    for (auto rd : readsFrom[from]) s.after(done, rd);
+    s.recv(to, kDoneSlot, nullptr, 0);
+  }
+}
+
+}  // namespace
+
+void buildDirectReadAllGather(Schedule& s, const CollArgs& a) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  const size_t block = a.count * dataTypeSize(c.type);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  const Addresses addr = exchangeAddresses(s, a.send);
+  const size_t chunks = chunksFor(block, a.chunkBytes, 1);
+  std::vector<std::vector<Schedule::OpId>> readsFrom(n);
+  for (int k = 1; k < n; ++k) {
+    const int from = mod(r - k, n);
+    for (size_t ch = 0; ch < chunks; ++ch) {
+      const Range p = evenBlock(block, static_cast<int>(chunks), static_cast<int>(ch));
+      const Schedule::OpId rd =
+          s.remoteRead(from, &addr.of[from], p.offset, recv + from * block + p.offset, p.count);
+      s.after(rd, addr.received[from]);
+      readsFrom[from].push_back(rd);
+    }
+  }
+  if (a.send != recv + r * block) s.copy(recv + r * block, a.send, block);
+  doneHandshake(s, readsFrom);
+}
+
+void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  const size_t elem = dataTypeSize(c.type);
+  const size_t block = a.count * elem;
+  const auto* send = static_cast<const std::byte*>(a.send);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  const Addresses addr = exchangeAddresses(s, a.send);
+  // Chunks small enough to stay in cache between the read and the reduction.
+  const size_t chunks = chunksFor(block, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
+  std::byte* tmp = s.scratch(block);
+  std::vector<std::vector<Schedule::OpId>> readsFrom(n);
+  for (size_t ch = 0; ch < chunks; ++ch) {
+    const Range p = evenBlock(a.count, static_cast<int>(chunks), static_cast<int>(ch));
+    const size_t off = p.offset * elem, bytes = p.count * elem;
+    Schedule::OpId prev = 0;
+    for (int k = 1; k < n; ++k) {
+      const int from = mod(r - k, n);
+      const Schedule::OpId rd = s.remoteRead(from, &addr.of[from], r * block + off, tmp + off, bytes);
+      s.after(rd, addr.received[from]);
+      if (k > 1) s.after(rd, prev);  // tmp is reused: the previous reduction must be done
+      readsFrom[from].push_back(rd);
+      // The first reduction starts from this rank's own block (in place: recv is that block).
+      const void* acc = k == 1 ? static_cast<const void*>(send + r * block + off) : recv + off;
+      const Schedule::OpId red = s.reduce(recv + off, acc, tmp + off, p.count);
+      s.after(red, rd);
+      if (k > 1) s.after(red, prev);
+      prev = red;
+    }
+    s.after(s.divide(recv + off, p.count), prev);
+  }
+  doneHandshake(s, readsFrom);
+}
+
+}  // namespace sharc::algo
