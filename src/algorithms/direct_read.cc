@@ -14,22 +14,25 @@ namespace {
 constexpr uint32_t kAddressSlot = 0;
 constexpr uint32_t kDoneSlot = 1;
 
+// What each rank tells its peers: where its send buffer is and how long it is (readers
+// check the length, so a rank called with another count is an error, not a stray read).
 struct Addresses {
-  uint64_t* of;                          // of[peer]: that peer's send buffer, once received
+  uint64_t* of;                          // of[2*peer], of[2*peer+1]: peer's buffer and length
   std::vector<Schedule::OpId> received;  // received[peer]: the receive that delivers it
 };
 
 // Posts the address exchange: this rank's send buffer address to every peer.
-Addresses exchangeAddresses(Schedule& s, const void* send) {
+Addresses exchangeAddresses(Schedule& s, const void* send, size_t sendBytes) {
   const auto& c = s.context();
   const int n = c.size, r = c.rank;
-  Addresses a{reinterpret_cast<uint64_t*>(s.scratch(sizeof(uint64_t) * (n + 1))),
+  Addresses a{reinterpret_cast<uint64_t*>(s.scratch(2 * sizeof(uint64_t) * (n + 1))),
               std::vector<Schedule::OpId>(n)};
-  a.of[n] = reinterpret_cast<uint64_t>(send);
+  a.of[2 * n] = reinterpret_cast<uint64_t>(send);
+  a.of[2 * n + 1] = sendBytes;
   for (int k = 1; k < n; ++k) {
     const int to = mod(r + k, n), from = mod(r - k, n);
-    s.send(to, kAddressSlot, &a.of[n], sizeof(uint64_t));
-    a.received[from] = s.recv(from, kAddressSlot, &a.of[from], sizeof(uint64_t));
+    s.send(to, kAddressSlot, &a.of[2 * n], 2 * sizeof(uint64_t));
+    a.received[from] = s.recv(from, kAddressSlot, &a.of[2 * from], 2 * sizeof(uint64_t));
   }
   return a;
 }
@@ -53,7 +56,7 @@ void buildDirectReadAllGather(Schedule& s, const CollArgs& a) {
   const int n = c.size, r = c.rank;
   const size_t block = a.count * dataTypeSize(c.type);
   auto* recv = static_cast<std::byte*>(a.recv);
-  const Addresses addr = exchangeAddresses(s, a.send);
+  const Addresses addr = exchangeAddresses(s, a.send, block);
   const size_t chunks = chunksFor(block, a.chunkBytes, 1);
   std::vector<std::vector<Schedule::OpId>> readsFrom(n);
   for (int k = 1; k < n; ++k) {
@@ -61,7 +64,7 @@ void buildDirectReadAllGather(Schedule& s, const CollArgs& a) {
     for (size_t ch = 0; ch < chunks; ++ch) {
       const Range p = evenBlock(block, static_cast<int>(chunks), static_cast<int>(ch));
       const Schedule::OpId rd =
-          s.remoteRead(from, &addr.of[from], p.offset, recv + from * block + p.offset, p.count);
+          s.remoteRead(from, &addr.of[2 * from], p.offset, recv + from * block + p.offset, p.count);
       s.after(rd, addr.received[from]);
       readsFrom[from].push_back(rd);
     }
@@ -77,7 +80,7 @@ void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
   const size_t block = a.count * elem;
   const auto* send = static_cast<const std::byte*>(a.send);
   auto* recv = static_cast<std::byte*>(a.recv);
-  const Addresses addr = exchangeAddresses(s, a.send);
+  const Addresses addr = exchangeAddresses(s, a.send, block * n);
   // Chunks small enough to stay in cache between the read and the reduction.
   const size_t chunks = chunksFor(block, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
   std::byte* tmp = s.scratch(block);
@@ -88,7 +91,7 @@ void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
     Schedule::OpId prev = 0;
     for (int k = 1; k < n; ++k) {
       const int from = mod(r - k, n);
-      const Schedule::OpId rd = s.remoteRead(from, &addr.of[from], r * block + off, tmp + off, bytes);
+      const Schedule::OpId rd = s.remoteRead(from, &addr.of[2 * from], r * block + off, tmp + off, bytes);
       s.after(rd, addr.received[from]);
       if (k > 1) s.after(rd, prev);  // tmp is reused: the previous reduction must be done
       readsFrom[from].push_back(rd);

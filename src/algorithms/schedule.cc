@@ -175,7 +175,15 @@ void Schedule::runLocal(Op& op) {
                                                      static_cast<uint64_t>(ctx_.size));
       break;
     case Kind::RemoteRead: {
-      const uint64_t base = *static_cast<const uint64_t*>(op.src);
+      const uint64_t base = static_cast<const uint64_t*>(op.src)[0];
+      const uint64_t length = static_cast<const uint64_t*>(op.src)[1];
+      if (op.remoteOffset + op.size > length) {
+        fail(Result::InvalidUsage,
+             describe() + ": mismatched count: peer " + std::to_string(op.peer) +
+                 "'s send buffer holds " + std::to_string(length) + " bytes, this rank needs " +
+                 std::to_string(op.remoteOffset + op.size) + " (do all ranks pass the same count?)");
+        break;
+      }
       const std::string err = transport::cmaRead((*ctx_.pids)[op.peer], base + op.remoteOffset,
                                                  op.dst, op.size);
       if (!err.empty())

@@ -70,8 +70,10 @@ class Schedule final : public transport::TransferOwner {
   /// dst = a op b over `count` elements of the schedule's type (Avg reduces as Sum).
   OpId reduce(void* dst, const void* a, const void* b, size_t count);
   OpId copy(void* dst, const void* src, size_t bytes);
-  /// Copies `bytes` at (*remoteBase + offset) in `peer`'s memory into dst (single copy, same
-  /// host); *remoteBase is read when the operation runs, so a receive may deliver it.
+  /// Copies `bytes` at (remoteBase[0] + offset) in `peer`'s memory into dst (single copy,
+  /// same host). remoteBase[0] is the peer's buffer and remoteBase[1] its length in bytes;
+  /// both are read when the operation runs (a receive may deliver them), and a read beyond
+  /// the length fails the schedule as a mismatched count.
   OpId remoteRead(int peer, const uint64_t* remoteBase, uint64_t offset, void* dst, size_t bytes);
   /// data /= size (finishes Avg); a no-op for other ops.
   OpId divide(void* data, size_t count);

@@ -66,6 +66,16 @@ TEST(Failures, MismatchedCountIsReportedOnEveryRank) {
   }, shortTimeout());
 }
 
+TEST(Failures, MismatchedCountInSingleCopyAllGather) {
+  runRanks(3, [](const RankContext& ctx) {
+    auto comm = Communicator::createFromEnvironment();
+    const size_t count = ctx.rank == 2 ? 100000 : 200000;  // large: direct_read on one host
+    std::vector<float> send(count, 1.0f), recv(200000 * 3);
+    expectError([&] { comm->allGather(send.data(), recv.data(), count, DataType::Float32); },
+                "allGather", ctx.rank);
+  }, shortTimeout());
+}
+
 TEST(Failures, MismatchedTypeIsReportedAsAMismatchedCall) {
   runRanks(2, [](const RankContext& ctx) {
     auto comm = Communicator::createFromEnvironment();
