@@ -28,8 +28,10 @@ void ringAllReduce(Schedule& s, const CollArgs& a) {
     return Range{(b.offset + p.offset) * elem, p.count};  // byte offset, element count
   };
   const int next = mod(r + 1, n), prev = mod(r - 1, n);
-  std::byte* tmp[2] = {s.scratch(largest.count * elem),
-                       n > 2 ? s.scratch(largest.count * elem) : nullptr};
+  // Each chunk index owns a fixed slice of the scratch blocks: blocks differ in size, so
+  // their chunks start at different offsets, and slices must not overlap across chunks.
+  const size_t stride = (largest.count + chunks - 1) / chunks * elem;
+  std::byte* tmp[2] = {s.scratch(stride * chunks), n > 2 ? s.scratch(stride * chunks) : nullptr};
   // reader[blk][ch]: the reduce-scatter operation that last reads this rank's own copy of the
   // chunk; with send == recv, the all-gather must not overwrite it earlier.
   std::vector<std::vector<Schedule::OpId>> reader(n, std::vector<Schedule::OpId>(chunks));
@@ -41,10 +43,8 @@ void ringAllReduce(Schedule& s, const CollArgs& a) {
     for (size_t ch = 0; ch < chunks; ++ch) {
       const Range ps = piece(sb, ch), pr = piece(rb, ch);
       const auto slot = static_cast<uint32_t>(step * chunks + ch);
-      // Chunk offsets inside tmp follow the block's own layout (relative to its start).
-      const size_t tmpOff = pr.offset - evenBlock(a.count, n, rb).offset * elem;
-      const void* src = step == 0 ? send + ps.offset
-                                  : tmp[(step - 1) % 2] + (ps.offset - evenBlock(a.count, n, sb).offset * elem);
+      const size_t tmpOff = ch * stride;
+      const void* src = step == 0 ? send + ps.offset : tmp[(step - 1) % 2] + tmpOff;
       const Schedule::OpId sd = s.send(next, slot, src, ps.count * elem);
       if (step > 0) s.after(sd, lastReduce[ch]);
       if (step == 0) reader[sb][ch] = sd;

@@ -99,6 +99,24 @@ TEST_P(ForcedAlgorithm, MatchesReference) {
   }, o);
 }
 
+// Uneven blocks (count not divisible by the ranks) with many chunks, repeated: chunks of
+// different blocks must never share scratch space however the pipelines interleave.
+TEST(RingAllReduce, UnevenBlocksManyChunksRepeated) {
+  RunOptions o;
+  o.env["SHARC_ALGO"] = "allreduce:ring";
+  o.env["SHARC_CHUNK_BYTES"] = "4096";
+  for (int n : {3, 5, 7}) {
+    runRanks(n, [](const RankContext&) {
+      auto comm = Communicator::createFromEnvironment();
+      for (int iter = 0; iter < 5; ++iter)
+        for (size_t count : {size_t{3001}, size_t{10007}})
+          for (bool inPlace : {false, true})
+            ASSERT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float64, RedOp::Sum, count,
+                                  inPlace), "");
+    }, o);
+  }
+}
+
 // Without single-copy reads (SHARC_CMA=0) one-host jobs pick the fabric-only algorithms.
 TEST(OneHost, WithoutSingleCopyReads) {
   RunOptions o;
