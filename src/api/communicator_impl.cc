@@ -101,7 +101,14 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
   ctx.count = count;
   ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
-  const algo::Algorithm algorithm = algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.locality);
+  algo::Algorithm algorithm =
+      algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.locality);
+  // The log-step algorithms send whole (multi-)blocks in one message; where that could exceed
+  // the provider's largest message, the chunked ring carries the call instead.
+  const bool unchunked = algorithm == algo::Algorithm::RecursiveDoubling ||
+                         algorithm == algo::Algorithm::Bruck;
+  if (unchunked && count * elem * static_cast<size_t>(c.size) > engine.endpoint().maxMessageSize())
+    algorithm = algo::Algorithm::Ring;
   ctx.algorithm = algo::algorithmName(algorithm);
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 

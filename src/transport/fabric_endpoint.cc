@@ -143,8 +143,7 @@ class FabricEndpoint final : public Endpoint {
  private:
   bool describe(const void* buf, size_t len, void*& desc) {
     if (!mrCache_) return true;
-    desc = mrCache_->descriptor(buf, len, lastError_);
-    return desc != nullptr;
+    return mrCache_->descriptor(buf, len, desc, lastError_);
   }
 
   PostStatus postResult(ssize_t rc, const char* call) {

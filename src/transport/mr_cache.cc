@@ -15,7 +15,7 @@ uintptr_t pageSize() {
 MrCache::MrCache(fid_domain* domain, size_t capacity)
     : domain_(domain), capacity_(capacity == 0 ? 1 : capacity) {}
 
-void* MrCache::descriptor(const void* buf, size_t len, std::string& error) {
+bool MrCache::descriptor(const void* buf, size_t len, void*& desc, std::string& error) {
   const uintptr_t lo = reinterpret_cast<uintptr_t>(buf);
   const uintptr_t hi = lo + (len == 0 ? 1 : len);
   // The entry with the greatest start <= lo is the only one that can contain [lo, hi).
@@ -25,7 +25,8 @@ void* MrCache::descriptor(const void* buf, size_t len, std::string& error) {
     if (it->second.end >= hi) {
       ++hits_;
       lru_.splice(lru_.begin(), lru_, it->second.lru);
-      return fi_mr_desc(it->second.mr.get());
+      desc = fi_mr_desc(it->second.mr.get());
+      return true;
     }
   }
   ++misses_;
@@ -34,10 +35,10 @@ void* MrCache::descriptor(const void* buf, size_t len, std::string& error) {
   invalidate(reinterpret_cast<const void*>(start), end - start);
   fid_mr* raw = nullptr;
   const int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(start), end - start,
-                           FI_SEND | FI_RECV, 0, 0, 0, &raw, nullptr);
+                           FI_SEND | FI_RECV, 0, nextKey_++, 0, &raw, nullptr);
   if (rc != 0) {
     error = fiErrorMessage("fi_mr_reg", rc);
-    return nullptr;
+    return false;
   }
   while (byStart_.size() >= capacity_) evictOne();
   lru_.push_front(start);
@@ -46,7 +47,8 @@ void* MrCache::descriptor(const void* buf, size_t len, std::string& error) {
   e.end = end;
   e.mr.reset(raw);
   e.lru = lru_.begin();
-  return fi_mr_desc(raw);
+  desc = fi_mr_desc(raw);
+  return true;
 }
 
 void MrCache::invalidate(const void* buf, size_t len) {

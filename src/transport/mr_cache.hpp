@@ -18,9 +18,10 @@ class MrCache {
   MrCache(const MrCache&) = delete;
   MrCache& operator=(const MrCache&) = delete;
 
-  /// Descriptor for [buf, buf+len), registering the covering pages on a miss. Returns
-  /// nullptr and sets `error` when registration fails (hot path: no exceptions).
-  void* descriptor(const void* buf, size_t len, std::string& error);
+  /// Sets `desc` to the descriptor for [buf, buf+len), registering the covering pages on a
+  /// miss. Returns false and sets `error` when registration fails (hot path: no exceptions).
+  /// Ranges are page-rounded; a new range replaces any cached one it overlaps.
+  bool descriptor(const void* buf, size_t len, void*& desc, std::string& error);
   /// Forgets every registration overlapping [buf, buf+len) (call before freeing memory the
   /// cache may know; sharc does this for its own scratch buffers).
   void invalidate(const void* buf, size_t len);
@@ -44,6 +45,7 @@ class MrCache {
   std::list<uintptr_t> lru_;            // front = most recently used
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
+  uint64_t nextKey_ = 1;  // distinct requested keys (providers without FI_MR_PROV_KEY need them)
 };
 
 }  // namespace sharc::transport
