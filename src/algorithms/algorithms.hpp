@@ -38,6 +38,7 @@ void buildBroadcast(Schedule& s, const CollArgs& args);
 /// One-host single-copy forms (need ScheduleContext::pids; see direct_read.cc).
 void buildDirectReadAllGather(Schedule& s, const CollArgs& args);
 void buildDirectReadReduceScatter(Schedule& s, const CollArgs& args);
+void buildDirectReadAllReduce(Schedule& s, const CollArgs& args);
 void buildBarrier(Schedule& s);
 
 }  // namespace sharc::algo

@@ -129,6 +129,8 @@ void recursiveDoublingAllReduce(Schedule& s, const CollArgs& a) {
 
 void buildAllReduce(Schedule& s, Algorithm a, const CollArgs& args) {
   if (args.count == 0) return;
+  if (a == Algorithm::DirectRead && s.context().pids && s.context().size > 1)
+    return buildDirectReadAllReduce(s, args);
   if (a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck)
     return recursiveDoublingAllReduce(s, args);
   return ringAllReduce(s, args);

@@ -11,41 +11,47 @@
 namespace sharc::algo {
 namespace {
 
+// Slots of the two handshakes; AllReduce runs a second pair for its gather phase.
 constexpr uint32_t kAddressSlot = 0;
 constexpr uint32_t kDoneSlot = 1;
+constexpr uint32_t kGatherAddressSlot = 2;
+constexpr uint32_t kGatherDoneSlot = 3;
 
 // What each rank tells its peers: where its send buffer is and how long it is (readers
 // check the length, so a rank called with another count is an error, not a stray read).
 struct Addresses {
   uint64_t* of;                          // of[2*peer], of[2*peer+1]: peer's buffer and length
   std::vector<Schedule::OpId> received;  // received[peer]: the receive that delivers it
+  std::vector<Schedule::OpId> sends;     // this rank's announcements
 };
 
 // Posts the address exchange: this rank's send buffer address to every peer.
-Addresses exchangeAddresses(Schedule& s, const void* send, size_t sendBytes) {
+Addresses exchangeAddresses(Schedule& s, const void* send, size_t sendBytes,
+                            uint32_t slot = kAddressSlot) {
   const auto& c = s.context();
   const int n = c.size, r = c.rank;
   Addresses a{reinterpret_cast<uint64_t*>(s.scratch(2 * sizeof(uint64_t) * (n + 1))),
-              std::vector<Schedule::OpId>(n)};
+              std::vector<Schedule::OpId>(n), {}};
   a.of[2 * n] = reinterpret_cast<uint64_t>(send);
   a.of[2 * n + 1] = sendBytes;
   for (int k = 1; k < n; ++k) {
     const int to = mod(r + k, n), from = mod(r - k, n);
-    s.send(to, kAddressSlot, &a.of[2 * n], 2 * sizeof(uint64_t));
-    a.received[from] = s.recv(from, kAddressSlot, &a.of[2 * from], 2 * sizeof(uint64_t));
+    a.sends.push_back(s.send(to, slot, &a.of[2 * n], 2 * sizeof(uint64_t)));
+    a.received[from] = s.recv(from, slot, &a.of[2 * from], 2 * sizeof(uint64_t));
   }
   return a;
 }
 
 // The owner waits for every reader; each reader says so after its last read from that owner.
-void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& readsFrom) {
+void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& readsFrom,
+                   uint32_t slot = kDoneSlot) {
   const auto& c = s.context();
   const int n = c.size, r = c.rank;
   for (int k = 1; k < n; ++k) {
     const int from = mod(r - k, n), to = mod(r + k, n);
-    const Schedule::OpId done = s.send(from, kDoneSlot, nullptr, 0);
+    const Schedule::OpId done = s.send(from, slot, nullptr, 0);
     for (auto rd : readsFrom[from]) s.after(done, rd);
-    s.recv(to, kDoneSlot, nullptr, 0);
+    s.recv(to, slot, nullptr, 0);
   }
 }
 
@@ -105,6 +111,64 @@ void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
     s.after(s.divide(recv + off, p.count), prev);
   }
   doneHandshake(s, readsFrom);
+}
+
+void buildDirectReadAllReduce(Schedule& s, const CollArgs& a) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  const size_t elem = dataTypeSize(c.type);
+  const auto* send = static_cast<const std::byte*>(a.send);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  const Range mine = evenBlock(a.count, n, r);
+
+  // Phase 1, reduce-scatter: this rank reduces its block from every peer's send buffer.
+  const Addresses sendAddr = exchangeAddresses(s, a.send, a.count * elem);
+  const size_t chunks = chunksFor(mine.count * elem, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
+  std::byte* tmp = s.scratch(mine.count * elem + 1);
+  std::vector<std::vector<Schedule::OpId>> readsFrom(n);
+  std::vector<Schedule::OpId> finals;
+  for (size_t ch = 0; ch < chunks; ++ch) {
+    const Range p = evenBlock(mine.count, static_cast<int>(chunks), static_cast<int>(ch));
+    const size_t off = (mine.offset + p.offset) * elem, bytes = p.count * elem;
+    std::byte* t = tmp + p.offset * elem;
+    Schedule::OpId prev = 0;
+    for (int k = 1; k < n; ++k) {
+      const int from = mod(r - k, n);
+      const Schedule::OpId rd = s.remoteRead(from, &sendAddr.of[2 * from], off, t, bytes);
+      s.after(rd, sendAddr.received[from]);
+      if (k > 1) s.after(rd, prev);
+      readsFrom[from].push_back(rd);
+      const void* acc = k == 1 ? static_cast<const void*>(send + off) : recv + off;
+      const Schedule::OpId red = s.reduce(recv + off, acc, t, p.count);
+      s.after(red, rd);
+      if (k > 1) s.after(red, prev);
+      prev = red;
+    }
+    finals.push_back(s.divide(recv + off, p.count));
+    s.after(finals.back(), prev);
+  }
+  doneHandshake(s, readsFrom);
+
+  // Phase 2, all-gather: once its block is final, each rank announces its receive buffer and
+  // the others read the block from there. A peer's announcement also means it has finished
+  // reading this rank's send buffer, so in place the reads below cannot clobber its input.
+  const Addresses recvAddr = exchangeAddresses(s, a.recv, a.count * elem, kGatherAddressSlot);
+  for (auto announce : recvAddr.sends)
+    for (auto f : finals) s.after(announce, f);
+  std::vector<std::vector<Schedule::OpId>> gathersFrom(n);
+  for (int k = 1; k < n; ++k) {
+    const int from = mod(r - k, n);
+    const Range theirs = evenBlock(a.count, n, from);
+    const size_t gchunks = chunksFor(theirs.count * elem, a.chunkBytes, 1);
+    for (size_t ch = 0; ch < gchunks; ++ch) {
+      const Range p = evenBlock(theirs.count * elem, static_cast<int>(gchunks), static_cast<int>(ch));
+      const size_t off = theirs.offset * elem + p.offset;
+      const Schedule::OpId rd = s.remoteRead(from, &recvAddr.of[2 * from], off, recv + off, p.count);
+      s.after(rd, recvAddr.received[from]);
+      gathersFrom[from].push_back(rd);
+    }
+  }
+  doneHandshake(s, gathersFrom, kGatherDoneSlot);
 }
 
 }  // namespace sharc::algo

@@ -85,6 +85,8 @@ Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
       return total <= kBruckReduceScatterMaxTotal ? Algorithm::Bruck : Algorithm::Ring;
     case CollKind::AllReduce:
       if (o.allReduce) return *o.allReduce;
+      if (singleCopy && nranks <= kDirectAllGatherMaxRanks && bytesPerRank > kLogAllReduceMax)
+        return Algorithm::DirectRead;
       return bytesPerRank <= kLogAllReduceMax ? Algorithm::RecursiveDoubling : Algorithm::Ring;
     case CollKind::Broadcast: return Algorithm::BinomialTree;
     default: return Algorithm::Dissemination;

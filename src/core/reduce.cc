@@ -60,8 +60,24 @@ struct Packed16Traits {
   }
   template <typename Op>
   [[gnu::always_inline]] static uint32_t combine(uint32_t a, uint32_t b) noexcept {
-    return Codec::narrowLo(Op::apply(Codec::widenLo(a), Codec::widenLo(b))) |
-           Codec::narrowHi(Op::apply(Codec::widenHi(a), Codec::widenHi(b)));
+    return Codec::narrowLo(apply<Op>(Codec::widenLo(a), Codec::widenLo(b))) |
+           Codec::narrowHi(apply<Op>(Codec::widenHi(a), Codec::widenHi(b)));
+  }
+  // Sum/Prod with a NaN operand: x if x is NaN, else x op y (y's NaN, or the default NaN for
+  // inf - inf, 0 * inf). Left to the hardware, NaN op NaN gives the first instruction
+  // operand's NaN, but the compiler may swap the operands of a commutative operation (and did,
+  // differently for the two halves of a word), so the payload would depend on code
+  // generation. float16/bfloat16 results must be bit-identical to the AVX2 kernels
+  // (reduce_avx2.cc, nanFirst()), which pin the same rule. Max/Min already select x or y.
+  template <typename Op>
+  [[gnu::always_inline]] static float apply(float x, float y) noexcept {
+    const float r = Op::apply(x, y);
+    if constexpr (Op::kArithmetic) {
+      return std::bit_cast<float>(
+          select32(x != x, std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(r)));
+    } else {
+      return r;
+    }
   }
 };
 
@@ -108,6 +124,7 @@ using WrapType =
     std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
 struct SumOp {
+  static constexpr bool kArithmetic = true;  // computes a new value
   template <typename T>
   static T apply(T a, T b) noexcept {
     if constexpr (std::is_integral_v<T>) {
@@ -119,6 +136,7 @@ struct SumOp {
 };
 
 struct ProdOp {
+  static constexpr bool kArithmetic = true;  // computes a new value
   template <typename T>
   static T apply(T a, T b) noexcept {
     if constexpr (std::is_integral_v<T>) {
@@ -134,6 +152,7 @@ struct ProdOp {
 // unlike fmaxf/fminf, which return the other operand: a reduction must not hide a NaN that one
 // rank produced. -0.0 and +0.0 compare equal, so max(-0.0, +0.0) may return either.
 struct MaxOp {
+  static constexpr bool kArithmetic = false;  // selects an operand
   template <typename T>
   static T apply(T a, T b) noexcept {
     if constexpr (std::is_integral_v<T>) {
@@ -145,6 +164,7 @@ struct MaxOp {
 };
 
 struct MinOp {
+  static constexpr bool kArithmetic = false;  // selects an operand
   template <typename T>
   static T apply(T a, T b) noexcept {
     if constexpr (std::is_integral_v<T>) {

@@ -32,6 +32,9 @@ TEST(Selector, OneHostPrefersDirectAllGather) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, cma), Algorithm::DirectRead);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, cma), Algorithm::DirectRead);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, host), Algorithm::Ring);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 20, 4, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 10, 4, none, cma),
+            Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, host), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::RecursiveDoubling);
