@@ -110,6 +110,14 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   if (unchunked && count * elem * static_cast<size_t>(c.size) > engine.endpoint().maxMessageSize())
     algorithm = algo::Algorithm::Ring;
   ctx.algorithm = algo::algorithmName(algorithm);
+  // INFO shows each change of algorithm per collective (not every call: that is TRACE).
+  auto& last = c.lastAlgorithm[static_cast<size_t>(kind) % c.lastAlgorithm.size()];
+  if (last != static_cast<int>(algorithm)) {
+    last = static_cast<int>(algorithm);
+    SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
+                       << " bytes per rank on " << c.size << " ranks: algorithm "
+                       << ctx.algorithm);
+  }
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 
   algo::CollArgs args;

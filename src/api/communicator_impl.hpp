@@ -8,6 +8,7 @@
 #include "algorithms/selector.hpp"
 #include "transport/endpoint.hpp"
 
+#include <array>
 #include <bitset>
 #include <chrono>
 #include <memory>
@@ -67,6 +68,7 @@ class CommState final : public transport::TransferOwner {
   const std::chrono::milliseconds timeout;
   const algo::AlgorithmOverride algos;
   uint32_t nextSeq = 0;
+  std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
   bool aborted = false;
   std::string abortMessage;
 

@@ -5,7 +5,8 @@
 // time; float16/bfloat16 two elements per 32-bit word, widened to float32 with the branch-free
 // conversions of core/half.hpp. Everything is written so that GCC/Clang vectorise the loops at
 // -O3 with the baseline ISA (SSE2 on x86-64, NEON on aarch64); no F16C or other ISA extension
-// is required.
+// is required. On x86-64 CPUs with AVX2 and F16C, float16/bfloat16 go to the kernels of
+// reduce_avx2.cc instead (chosen once, see reduce_dispatch.hpp), which give identical bits.
 #include "core/reduce.hpp"
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <type_traits>
 
 #include "core/half.hpp"
+#include "core/reduce_dispatch.hpp"
 
 namespace sharc::core {
 namespace {
@@ -210,8 +212,9 @@ template <typename Tr, typename Op>
 
 // dst == a (kSwap = false: dst = dst op other) or dst == b (kSwap = true: dst = other op dst).
 // Operand order is kept because it decides which NaN payload Max/Min return, so an in-place
-// reduction matches an out-of-place one bitwise. (For Sum/Prod of two NaNs the payload is
-// whatever the hardware returns for the operand order the compiler picked.)
+// reduction matches an out-of-place one bitwise. (For float32/float64 Sum/Prod of two NaNs
+// the payload is whatever the hardware returns for the operand order the compiler picked;
+// float16/bfloat16 pin it, see Packed16Traits::apply().)
 template <typename Tr, typename Op, bool kSwap>
 [[gnu::noinline]] void kernelInPlace(Elem<Tr>* __restrict dst, const Elem<Tr>* __restrict other,
                                      size_t n) noexcept {
@@ -319,10 +322,8 @@ void divideIntegral(void* data, size_t n, uint64_t divisor) noexcept {
   }
 }
 
-}  // namespace
-
-void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op) {
-  if (count == 0) return;
+void reduceBaseline(void* dst, const void* a, const void* b, size_t count, DataType type,
+                    RedOp op) {
   switch (type) {
     case DataType::Int8: runType<NativeTraits<int8_t>>(dst, a, b, count, op); return;
     case DataType::Uint8: runType<NativeTraits<uint8_t>>(dst, a, b, count, op); return;
@@ -338,9 +339,7 @@ void reduce(void* dst, const void* a, const void* b, size_t count, DataType type
   // Invalid type: callers validate, nothing to do.
 }
 
-void finishAverage(void* data, size_t count, DataType type, uint64_t divisor) {
-  // Division by 1 is the identity; by 0 is undefined (callers pass the rank count >= 1).
-  if (count == 0 || divisor <= 1) return;
+void finishAverageBaseline(void* data, size_t count, DataType type, uint64_t divisor) {
   switch (type) {
     case DataType::Int8: divideIntegral<int8_t>(data, count, divisor); return;
     case DataType::Uint8: divideIntegral<uint8_t>(data, count, divisor); return;
@@ -353,6 +352,76 @@ void finishAverage(void* data, size_t count, DataType type, uint64_t divisor) {
     case DataType::Float64: divideNative<double>(data, count, divisor); return;
     case DataType::BFloat16: divide16<Bf16Codec>(data, count, divisor); return;
   }
+}
+
+// ---- instruction-set dispatch --------------------------------------------------------------
+
+bool is16Bit(DataType type) noexcept {
+  return type == DataType::Float16 || type == DataType::BFloat16;
+}
+
+bool cpuHasAvx2F16c() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  // Harmless if already done; needed only if we run before libgcc's constructor. The "avx2"
+  // feature is reported only when the OS saves the YMM registers (XGETBV), not just CPUID.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif
+}
+
+bool useAvx2(ReduceIsa isa, DataType type) noexcept {
+  return isa == ReduceIsa::Avx2 && is16Bit(type) && isaAvailable(ReduceIsa::Avx2);
+}
+
+}  // namespace
+
+bool isaAvailable(ReduceIsa isa) noexcept {
+  switch (isa) {
+    case ReduceIsa::Baseline: return true;
+    case ReduceIsa::Avx2: {
+      static const bool available = avx2::compiled() && cpuHasAvx2F16c();
+      return available;
+    }
+  }
+  return false;
+}
+
+ReduceIsa selectedIsa() noexcept {
+  // Decided once, from the CPU only (no environment variable): tests use reduceWith().
+  static const ReduceIsa isa =
+      isaAvailable(ReduceIsa::Avx2) ? ReduceIsa::Avx2 : ReduceIsa::Baseline;
+  return isa;
+}
+
+void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t count,
+                DataType type, RedOp op) {
+  if (count == 0) return;
+  if (useAvx2(isa, type)) {
+    avx2::reduce16(dst, a, b, count, type, op);
+  } else {
+    reduceBaseline(dst, a, b, count, type, op);
+  }
+}
+
+void finishAverageWith(ReduceIsa isa, void* data, size_t count, DataType type,
+                       uint64_t divisor) {
+  // Division by 1 is the identity; by 0 is undefined (callers pass the rank count >= 1).
+  if (count == 0 || divisor <= 1) return;
+  if (useAvx2(isa, type)) {
+    avx2::divide16(data, count, type, divisor);
+  } else {
+    finishAverageBaseline(data, count, type, divisor);
+  }
+}
+
+void reduce(void* dst, const void* a, const void* b, size_t count, DataType type, RedOp op) {
+  reduceWith(selectedIsa(), dst, a, b, count, type, op);
+}
+
+void finishAverage(void* data, size_t count, DataType type, uint64_t divisor) {
+  finishAverageWith(selectedIsa(), data, count, type, divisor);
 }
 
 float halfToFloat(uint16_t h) noexcept {

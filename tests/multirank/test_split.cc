@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace sharc::testing {
@@ -73,6 +74,28 @@ TEST(Split, ManyShortLivedGroupsAreCheap) {
     for (int i = 0; i < 50; ++i) alive.push_back(world->split(0, ctx.rank));  // all alive at once
     for (auto& c : alive) c->barrier();
   }, opts());
+}
+
+// Launchers other than SHARC_*: torchrun's variables, and Open MPI's rank/size with a root.
+TEST(Launch, TorchrunAndOpenMpiEnvironments) {
+  for (int style = 0; style < 2; ++style) {
+    RunOptions o = opts();
+    runRanks(3, [style](const RankContext& ctx) {
+      const std::string root = std::getenv("SHARC_ROOT");
+      const std::string host = root.substr(0, root.find(':'));
+      const std::string port = root.substr(root.find(':') + 1);
+      for (const char* v : {"SHARC_ROOT", "SHARC_RANK", "SHARC_WORLD_SIZE"}) unsetenv(v);
+      setenv("MASTER_ADDR", host.c_str(), 1);
+      setenv("MASTER_PORT", port.c_str(), 1);
+      const std::string rank = std::to_string(ctx.rank), size = std::to_string(ctx.size);
+      setenv(style == 0 ? "RANK" : "OMPI_COMM_WORLD_RANK", rank.c_str(), 1);
+      setenv(style == 0 ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE", size.c_str(), 1);
+      auto comm = Communicator::createFromEnvironment();
+      EXPECT_EQ(comm->rank(), ctx.rank);
+      EXPECT_EQ(comm->size(), ctx.size);
+      EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Int32, RedOp::Sum, 11, false), "");
+    }, o);
+  }
 }
 
 }  // namespace
