@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/reduce.hpp"
+#include "core/reduce_dispatch.hpp"
 
 namespace {
 
@@ -75,6 +76,25 @@ void BM_Reduce(benchmark::State& state, DataType type, RedOp op) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 * bytes);
 }
 
+// One implementation forced (reduce_dispatch.hpp), to compare the instruction-set variants on
+// the same machine; BM_Reduce above measures whatever reduce() selects on this CPU.
+void BM_ReduceWith(benchmark::State& state, sharc::core::ReduceIsa isa, DataType type,
+                   RedOp op) {
+  if (!sharc::core::isaAvailable(isa)) {
+    state.SkipWithError("instruction set not available on this CPU/build");
+    return;
+  }
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  const size_t count = bytes / sharc::dataTypeSize(type);
+  Buffers buf(bytes, type);
+  for (auto _ : state) {
+    sharc::core::reduceWith(isa, buf.dst.data(), buf.a.data(), buf.b.data(), count, type, op);
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 * bytes);
+}
+
 // Baseline: copy the same number of output bytes.
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
@@ -97,6 +117,20 @@ BENCHMARK_CAPTURE(BM_Reduce, float32_max, DataType::Float32, RedOp::Max)->Apply(
 BENCHMARK_CAPTURE(BM_Reduce, bfloat16_sum, DataType::BFloat16, RedOp::Sum)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, float16_sum, DataType::Float16, RedOp::Sum)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, int32_sum, DataType::Int32, RedOp::Sum)->Apply(sizes);
+
+using sharc::core::ReduceIsa;
+BENCHMARK_CAPTURE(BM_ReduceWith, float16_sum_baseline, ReduceIsa::Baseline, DataType::Float16,
+                  RedOp::Sum)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, float16_sum_avx2, ReduceIsa::Avx2, DataType::Float16,
+                  RedOp::Sum)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, float16_max_avx2, ReduceIsa::Avx2, DataType::Float16,
+                  RedOp::Max)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_sum_baseline, ReduceIsa::Baseline, DataType::BFloat16,
+                  RedOp::Sum)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_sum_avx2, ReduceIsa::Avx2, DataType::BFloat16,
+                  RedOp::Sum)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_max_avx2, ReduceIsa::Avx2, DataType::BFloat16,
+                  RedOp::Max)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, float64_sum, DataType::Float64, RedOp::Sum)->Apply(sizes);
 
 }  // namespace

@@ -75,6 +75,7 @@ std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& 
       setenv("SHARC_RANK", std::to_string(r).c_str(), 1);
       setenv("SHARC_WORLD_SIZE", std::to_string(n).c_str(), 1);
       for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
+      if (options.oneRankPerNode) setenv("SHARC_NODE_ID", ("node" + std::to_string(r)).c_str(), 1);
       runChild(r, n, id, fds[1], body);
     }
     pids.push_back(pid);

@@ -19,6 +19,9 @@ struct RunOptions {
   Rendezvous rendezvous = Rendezvous::Environment;
   /// Ranks that are expected to exit with a failure (e.g. a rank told to die); others must pass.
   std::vector<int> mayFail;
+  /// Gives every rank its own SHARC_NODE_ID, so the job looks like one rank per host (the
+  /// network algorithms, no shared-memory shortcuts).
+  bool oneRankPerNode = false;
 };
 
 /// What the body receives: its rank, the world size and, for UniqueIdFromParent, the id bytes.

@@ -25,6 +25,8 @@ class Collectives : public ::testing::TestWithParam<Param> {
   RunOptions options() const {
     RunOptions o;
     o.env["SHARC_FI_PROVIDER"] = std::get<0>(GetParam());
+    // Over tcp the ranks act as separate hosts (network algorithms); shm is one host.
+    o.oneRankPerNode = std::get<0>(GetParam()) != "shm";
     o.env["SHARC_TIMEOUT_MS"] = "60000";
     return o;
   }

@@ -19,6 +19,11 @@
 #include <vector>
 
 #include "core/reduce.hpp"
+#include "core/reduce_dispatch.hpp"
+
+#if defined(__x86_64__)
+#include <xmmintrin.h>  // _mm_getcsr/_mm_setcsr
+#endif
 
 namespace sharc::core {
 namespace {
@@ -549,6 +554,183 @@ TEST(FinishAverageEdges, SignedTruncationAndExtremes) {
   uint16_t h = 0x3C00;  // 1.0 / 3
   finishAverage(&h, 1, DataType::Float16, 3);
   EXPECT_EQ(h, refEncode(1.0 / 3.0, kHalf));
+}
+
+// ---- instruction-set variants: bit-identical to the baseline -----------------------------
+//
+// The sweeps above go through reduce()/finishAverage(), i.e. the implementation this CPU
+// selects. Here every other implementation must reproduce the baseline's bits exactly (NaN
+// payloads, signed zeros, rounding), so that results never depend on the CPU.
+
+// Mixed inputs: special values (NaNs of any sign and payload, signalling ones included,
+// infinities, zeros, subnormals, the largest finite values), random bit patterns, moderate
+// values, and pairs whose sum is exactly halfway between two representable values.
+void fillIsaInputs(std::vector<uint16_t>& a, std::vector<uint16_t>& b, Format f,
+                   std::mt19937_64& rng) {
+  const uint32_t inf = infBits(f), mant_mask = (1u << f.mant_bits) - 1;
+  auto special = [&]() -> uint32_t {
+    const uint32_t sign = rng() % 2 ? 0x8000u : 0u;
+    switch (rng() % 5) {
+      case 0: return sign | inf | (1 + rng() % mant_mask);  // NaN
+      case 1: return sign | inf;
+      case 2: return sign | (rng() % 3 == 0 ? 0u : (rng() & mant_mask));  // zero or subnormal
+      case 3: return sign | (inf - 1 - rng() % 4);                         // largest finite
+      default: return static_cast<uint32_t>(rng());
+    }
+  };
+  for (size_t i = 0; i < a.size(); ++i) {
+    uint32_t x = static_cast<uint16_t>(rng()), y = static_cast<uint16_t>(rng());
+    switch (rng() % 4) {
+      case 0: x = special(), y = special(); break;
+      case 1: break;
+      case 2:
+        x = refEncode(std::uniform_real_distribution<double>(-8.0, 8.0)(rng), f);
+        y = refEncode(std::uniform_real_distribution<double>(-8.0, 8.0)(rng), f);
+        break;
+      case 3: {
+        // y = half an ulp of x (a power of two mant_bits + 1 binades lower): a tie.
+        const uint32_t e = (x >> f.mant_bits) & (inf >> f.mant_bits);
+        if (e > uint32_t(f.mant_bits) + 1 && (x & 0x7FFFu) < inf) {
+          y = (rng() % 2 ? 0x8000u : 0u) | ((e - f.mant_bits - 1) << f.mant_bits);
+        }
+        break;
+      }
+    }
+    a[i] = static_cast<uint16_t>(x);
+    b[i] = static_cast<uint16_t>(y);
+  }
+}
+
+constexpr size_t kIsaSizes[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 1023, 4099};
+
+// Every size and aliasing pattern (plus guard elements) through `isa` and through Baseline.
+void compareIsaReduce(ReduceIsa isa, DataType type, RedOp op, std::mt19937_64& rng) {
+  const Format f = type == DataType::Float16 ? kHalf : kBf16;
+  for (size_t n : kIsaSizes) {
+    for (int alias = 0; alias < kNumAliases; ++alias) {
+      SCOPED_TRACE(testing::Message() << dataTypeName(type) << " " << redOpName(op) << " n=" << n
+                                      << " " << kAliasNames[alias]);
+      std::vector<uint16_t> a(n + kGuard), b(n + kGuard), dst(n + kGuard);
+      fillIsaInputs(a, b, f, rng);
+      for (auto& v : dst) v = static_cast<uint16_t>(rng());
+      if (alias == kDstIsAIsB || alias == kAIsB) b = a;
+      // Runs one implementation on fresh copies; returns the buffer it wrote.
+      auto run = [&](ReduceIsa which) {
+        std::vector<uint16_t> ca = a, cb = b, cd = dst;
+        std::vector<uint16_t>* out = &cd;
+        if (alias == kDstIsA || alias == kDstIsAIsB) out = &ca;
+        if (alias == kDstIsB) out = &cb;
+        const uint16_t* pb = (alias == kDstIsAIsB || alias == kAIsB) ? ca.data() : cb.data();
+        reduceWith(which, out->data(), ca.data(), pb, n, type, op);
+        return *out;
+      };
+      const std::vector<uint16_t> want = run(ReduceIsa::Baseline), got = run(isa);
+      int failures = 0;
+      for (size_t i = 0; i < n + kGuard && failures < 5; ++i) {
+        if (got[i] != want[i]) {
+          ++failures;
+          ADD_FAILURE() << "i=" << i << " a=" << hex(a[i]) << " b=" << hex(b[i])
+                        << " got=" << hex(got[i]) << " baseline=" << hex(want[i]);
+        }
+      }
+    }
+  }
+}
+
+void compareIsaFinishAverage(ReduceIsa isa, DataType type, std::mt19937_64& rng) {
+  const Format f = type == DataType::Float16 ? kHalf : kBf16;
+  for (uint64_t d : {2ull, 3ull, 7ull, 100ull, 1000ull, 1ull << 20, 1ull << 40, ~0ull}) {
+    for (size_t n : kIsaSizes) {
+      SCOPED_TRACE(testing::Message() << dataTypeName(type) << " / " << d << " n=" << n);
+      std::vector<uint16_t> data(n + kGuard), unused(n + kGuard);
+      fillIsaInputs(data, unused, f, rng);
+      std::vector<uint16_t> want = data, got = data;
+      finishAverageWith(ReduceIsa::Baseline, want.data(), n, type, d);
+      finishAverageWith(isa, got.data(), n, type, d);
+      for (size_t i = 0; i < n + kGuard; ++i) {
+        ASSERT_EQ(got[i], want[i]) << "i=" << i << " in=" << hex(data[i]);
+      }
+    }
+  }
+}
+
+class IsaMatchesBaseline : public testing::TestWithParam<std::tuple<DataType, RedOp>> {
+ protected:
+  void SetUp() override {
+    if (!isaAvailable(ReduceIsa::Avx2)) GTEST_SKIP() << "no AVX2/F16C on this CPU/build";
+  }
+};
+
+TEST_P(IsaMatchesBaseline, Avx2Reduce) {
+  const auto [type, op] = GetParam();
+  std::mt19937_64 rng(500 + 10 * static_cast<int>(type) + static_cast<int>(op));
+  compareIsaReduce(ReduceIsa::Avx2, type, op, rng);
+}
+
+#if defined(__x86_64__)
+// Flush-to-zero / denormals-are-zero change float32 arithmetic on subnormals (bfloat16 has
+// them), but must change both implementations the same way.
+TEST_P(IsaMatchesBaseline, Avx2ReduceWithFtzDaz) {
+  const auto [type, op] = GetParam();
+  std::mt19937_64 rng(900 + 10 * static_cast<int>(type) + static_cast<int>(op));
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);  // FTZ | DAZ
+  compareIsaReduce(ReduceIsa::Avx2, type, op, rng);
+  _mm_setcsr(csr);
+}
+#endif
+
+INSTANTIATE_TEST_SUITE_P(Float16AndBfloat16, IsaMatchesBaseline,
+                         testing::Combine(testing::Values(DataType::Float16, DataType::BFloat16),
+                                          testing::ValuesIn(allOps())),
+                         [](const auto& info) {
+                           return std::string(dataTypeName(std::get<0>(info.param))) + "_" +
+                                  redOpName(std::get<1>(info.param));
+                         });
+
+TEST(IsaFinishAverage, Avx2MatchesBaseline) {
+  if (!isaAvailable(ReduceIsa::Avx2)) GTEST_SKIP() << "no AVX2/F16C on this CPU/build";
+  std::mt19937_64 rng(4242);
+  compareIsaFinishAverage(ReduceIsa::Avx2, DataType::Float16, rng);
+  compareIsaFinishAverage(ReduceIsa::Avx2, DataType::BFloat16, rng);
+}
+
+// float16/bfloat16 Sum/Prod pin the NaN payload (unlike float32/float64): a's NaN if a is NaN,
+// quieted, in every implementation, with any aliasing, for whole pairs and the odd tail.
+TEST(Reduce, Packed16SumProdNaNIsFirstOperand) {
+  struct Case {
+    DataType type;
+    uint16_t nan1, nan2, want;
+  };
+  const Case cases[] = {{DataType::Float16, 0xFC01u, 0x7E02u, 0xFE01u},
+                        {DataType::BFloat16, 0xFF81u, 0x7FC2u, 0xFFC1u}};
+  for (ReduceIsa isa : {ReduceIsa::Baseline, ReduceIsa::Avx2}) {
+    if (!isaAvailable(isa)) continue;
+    for (const Case& c : cases) {
+      for (RedOp op : {RedOp::Sum, RedOp::Prod, RedOp::Avg}) {
+        for (size_t n : {1, 3, 17, 40}) {
+          const std::vector<uint16_t> want(n, c.want);
+          std::vector<uint16_t> a(n, c.nan1), b(n, c.nan2), out(n), in_a = a, in_b = b;
+          reduceWith(isa, out.data(), a.data(), b.data(), n, c.type, op);
+          reduceWith(isa, in_a.data(), in_a.data(), b.data(), n, c.type, op);
+          reduceWith(isa, in_b.data(), a.data(), in_b.data(), n, c.type, op);
+          EXPECT_EQ(out, want) << dataTypeName(c.type) << " " << redOpName(op) << " n=" << n;
+          EXPECT_EQ(in_a, want) << dataTypeName(c.type) << " " << redOpName(op) << " n=" << n;
+          EXPECT_EQ(in_b, want) << dataTypeName(c.type) << " " << redOpName(op) << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceDispatch, SelectedIsaIsAvailable) {
+  EXPECT_TRUE(isaAvailable(ReduceIsa::Baseline));
+  EXPECT_TRUE(isaAvailable(selectedIsa()));
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    EXPECT_EQ(selectedIsa(), ReduceIsa::Avx2);
+  }
+#endif
 }
 
 // ---- conversions -------------------------------------------------------------------------
