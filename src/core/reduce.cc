@@ -19,6 +19,10 @@
 #include "core/half.hpp"
 #include "core/reduce_dispatch.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
 namespace sharc::core {
 namespace {
 
@@ -70,7 +74,7 @@ struct Packed16Traits {
   // operand's NaN, but the compiler may swap the operands of a commutative operation (and did,
   // differently for the two halves of a word), so the payload would depend on code
   // generation. float16/bfloat16 results must be bit-identical to the AVX2 kernels
-  // (reduce_avx2.cc, nanFirst()), which pin the same rule. Max/Min already select x or y.
+  // (reduce_avx2.cc, addFirst()), which pin the same rule. Max/Min already select x or y.
   template <typename Op>
   [[gnu::always_inline]] static float apply(float x, float y) noexcept {
     const float r = Op::apply(x, y);
@@ -365,7 +369,10 @@ bool cpuHasAvx2F16c() noexcept {
   // Harmless if already done; needed only if we run before libgcc's constructor. The "avx2"
   // feature is reported only when the OS saves the YMM registers (XGETBV), not just CPUID.
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (!__builtin_cpu_supports("avx2")) return false;
+  // F16C from CPUID directly: clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 #else
   return false;
 #endif

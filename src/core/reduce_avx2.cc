@@ -17,7 +17,7 @@
 //  - bfloat16 uses the same integer bit arithmetic as Bf16Codec/floatToBfloat16High().
 //  - the float operations are the same IEEE operations (vaddps = addss etc., same MXCSR);
 //    there is no multiply-add to contract (and the file is not built with -mfma).
-//  - Sum/Prod NaN operands: the result is a if a is NaN, else a op b (see nanFirst()), exactly
+//  - Sum/Prod NaN operands: the result is a if a is NaN, else a op b (see addFirst()), exactly
 //    as Packed16Traits::apply() in reduce.cc. Max/Min select as MaxOp/MinOp do.
 #include "core/reduce_dispatch.hpp"
 
@@ -36,32 +36,48 @@ namespace {
   return _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
 }
 
-// x86 returns the first instruction operand's NaN when both are NaN, but the compiler may
-// swap the operands of a commutative operation; selecting x explicitly pins the payload.
-[[gnu::always_inline]] inline __m256 nanFirst(__m256 x, __m256 r) noexcept {
-  return _mm256_blendv_ps(r, x, isNan(x));
+// Sum/Prod must give x (quieted) if x is NaN, else x op y. That is exactly what VADDPS/VMULPS
+// do with x as the first source operand (Intel SDM vol. 1, 4.8.3.5: with two NaN operands the
+// first source's is returned), but the compiler may swap the operands of a commutative
+// intrinsic, so the instructions are written out: this pins the order at no cost, where an
+// explicit compare-and-blend would add three uops per vector.
+[[gnu::always_inline]] inline __m256 addFirst(__m256 x, __m256 y) noexcept {
+  __m256 r;
+  asm("vaddps %2, %1, %0" : "=x"(r) : "x"(x), "x"(y));  // AT&T: r = x + y, x is SRC1
+  return r;
+}
+[[gnu::always_inline]] inline __m256 mulFirst(__m256 x, __m256 y) noexcept {
+  __m256 r;
+  asm("vmulps %2, %1, %0" : "=x"(r) : "x"(x), "x"(y));
+  return r;
 }
 
+// kSelects: the result may be an input operand as is, so a NaN result may be signalling.
 struct SumOp {
-  static __m256 apply(__m256 x, __m256 y) noexcept { return nanFirst(x, _mm256_add_ps(x, y)); }
+  static constexpr bool kSelects = false;
+  static __m256 apply(__m256 x, __m256 y) noexcept { return addFirst(x, y); }
 };
 struct ProdOp {
-  static __m256 apply(__m256 x, __m256 y) noexcept { return nanFirst(x, _mm256_mul_ps(x, y)); }
+  static constexpr bool kSelects = false;
+  static __m256 apply(__m256 x, __m256 y) noexcept { return mulFirst(x, y); }
 };
 // (x > y || x is NaN) ? x : y, as MaxOp in reduce.cc: y when y is NaN or when x == y
 // (-0.0 vs +0.0). Not vmaxps, which returns the second operand for any NaN.
 struct MaxOp {
+  static constexpr bool kSelects = true;
   static __m256 apply(__m256 x, __m256 y) noexcept {
     return _mm256_blendv_ps(y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_GT_OQ), isNan(x)));
   }
 };
 struct MinOp {
+  static constexpr bool kSelects = true;
   static __m256 apply(__m256 x, __m256 y) noexcept {
     return _mm256_blendv_ps(y, x, _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_LT_OQ), isNan(x)));
   }
 };
 // finishAverage: x / divisor (never NaN, so no payload question).
 struct DivOp {
+  static constexpr bool kSelects = false;
   static __m256 apply(__m256 x, __m256 d) noexcept { return _mm256_div_ps(x, d); }
 };
 
@@ -106,19 +122,34 @@ struct Bf16Codec {
   [[gnu::always_inline]] static __m256 widenHi(__m256i w) noexcept {
     return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(int(0xFFFF0000u))));
   }
-  // floatToBfloat16High() on 8 lanes, low 16 bits left as garbage: round to nearest-even
-  // by adding 0x7FFF plus the lowest kept bit; a NaN instead gets its quiet bit set.
+  // floatToBfloat16High() on 8 lanes for the results of Op, low 16 bits left as garbage. In
+  // general: round to nearest-even by adding 0x7FFF plus the lowest kept bit, except that a
+  // NaN instead gets its quiet bit set (rounding could carry through its exponent).
+  //
+  // Two shortcuts give the same bits for less work, depending on the operator:
+  //  - Sum/Prod/Div (kSelects false) skip the NaN case, which then changes nothing: every
+  //    NaN they produce is already quiet (the arithmetic quiets it) and has its low 16 bits
+  //    zero (a widened bfloat16 operand's NaN, or the default NaN 0xFFC00000), so the
+  //    rounding increment (at most 0x8000) cannot carry into the kept bits.
+  //  - Max/Min (kSelects true) return an operand unchanged, a widened bfloat16 with its low
+  //    16 bits zero, which rounding leaves alone; only a signalling NaN needs its quiet bit.
+  template <bool kSelects>
   [[gnu::always_inline]] static __m256i narrowHigh(__m256 f) noexcept {
     const __m256i x = _mm256_castps_si256(f);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    const __m256i rounded = _mm256_add_epi32(x, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)));
-    const __m256i quiet = _mm256_or_si256(x, _mm256_set1_epi32(0x00400000));
-    return _mm256_blendv_epi8(rounded, quiet, _mm256_castps_si256(isNan(f)));
+    if constexpr (kSelects) {
+      const __m256i quiet_bit = _mm256_set1_epi32(0x00400000);
+      return _mm256_or_si256(x, _mm256_and_si256(_mm256_castps_si256(isNan(f)), quiet_bit));
+    } else {
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+      return _mm256_add_epi32(x, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF)));
+    }
   }
+  template <typename Op>
   [[gnu::always_inline]] static void storePair(uint16_t* p, __m256 lo, __m256 hi) noexcept {
     // Even 16-bit words from lo's high halves (shifted down), odd words from hi's high halves.
-    const __m256i w = _mm256_blend_epi16(_mm256_srli_epi32(narrowHigh(lo), 16), narrowHigh(hi),
-                                         0xAA);
+    constexpr bool kSel = Op::kSelects;
+    const __m256i w = _mm256_blend_epi16(_mm256_srli_epi32(narrowHigh<kSel>(lo), 16),
+                                         narrowHigh<kSel>(hi), 0xAA);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), w);
   }
   template <typename Op>
@@ -126,12 +157,12 @@ struct Bf16Codec {
                                            const uint16_t* b) noexcept {
     const __m256i x = loadRaw(a);
     const __m256i y = loadRaw(b);
-    storePair(dst, Op::apply(widenLo(x), widenLo(y)), Op::apply(widenHi(x), widenHi(y)));
+    storePair<Op>(dst, Op::apply(widenLo(x), widenLo(y)), Op::apply(widenHi(x), widenHi(y)));
   }
   template <typename Op>
   [[gnu::always_inline]] static void unary(uint16_t* p, __m256 y) noexcept {
     const __m256i x = loadRaw(p);
-    storePair(p, Op::apply(widenLo(x), y), Op::apply(widenHi(x), y));
+    storePair<Op>(p, Op::apply(widenLo(x), y), Op::apply(widenHi(x), y));
   }
 };
 
