@@ -3,20 +3,21 @@
 # runs `mpirun -np N sharc-perf COLL --baseline mpi` REPS times over 1 MiB..64 MiB and prints
 # the median of sharc's out-of-place busbw, Open MPI's busbw and their ratio per size.
 #   usage: tools/compare-mpi.sh [REPS] [RANKS...]      (defaults: 5 reps, 2 and 4 ranks)
+#   COLLS="all_gather reduce_scatter all_reduce" picks the collectives (default: the first two).
 # Open MPI uses its shared-memory path (pml ob1, btl self,vader); sharc picks its provider.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 perf=${SHARC_PERF:-$root/build/perf/sharc-perf}
 reps=${1:-5}
 shift || true
-ranks=("${@:-2 4}")
-[[ $# -gt 0 ]] && ranks=("$@") || ranks=(2 4)
+if [[ $# -gt 0 ]]; then ranks=("$@"); else ranks=(2 4); fi
+read -r -a colls <<<"${COLLS:-all_gather reduce_scatter}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 printf '%-15s %5s %10s %12s %12s %8s\n' collective ranks bytes "sharc busbw" "mpi busbw" ratio
-for coll in all_gather reduce_scatter; do
+for coll in "${colls[@]}"; do
   for n in "${ranks[@]}"; do
     out=$(mktemp)
     for ((i = 0; i < reps; ++i)); do

@@ -25,8 +25,6 @@
 namespace sharc::core {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using namespace testref;
 
