@@ -63,19 +63,37 @@ void buildDirectReadAllGather(Schedule& s, const CollArgs& a) {
   const size_t block = a.count * dataTypeSize(c.type);
   auto* recv = static_cast<std::byte*>(a.recv);
   const Addresses addr = exchangeAddresses(s, a.send, block);
-  const size_t chunks = chunksFor(block, a.chunkBytes, 1);
+  // Order of the local copy (out of place) against the reads, measured with two processes on
+  // this project's 2-core machines: for blocks over 4 MiB, reads in 512 KiB chunks interleaved
+  // with the copy (read, copy, read, copy...) moved 25 % more data than the whole copy first
+  // (32 MiB blocks; 12 % at 8 MiB); for smaller blocks all reads first, then the copy, won.
+  const bool interleave = block > (size_t{4} << 20);
+  const size_t chunks =
+      chunksFor(block, interleave ? std::min<size_t>(a.chunkBytes, 512 * 1024) : a.chunkBytes, 1);
+  const bool copyOwn = a.send != recv + r * block;
   std::vector<std::vector<Schedule::OpId>> readsFrom(n);
   for (int k = 1; k < n; ++k) {
     const int from = mod(r - k, n);
+    Schedule::OpId previous = 0;
     for (size_t ch = 0; ch < chunks; ++ch) {
       const Range p = evenBlock(block, static_cast<int>(chunks), static_cast<int>(ch));
-      const Schedule::OpId rd =
-          s.remoteRead(from, &addr.of[2 * from], p.offset, recv + from * block + p.offset, p.count);
+      const Schedule::OpId rd = s.remoteRead(from, &addr.of[2 * from], p.offset,
+                                             recv + from * block + p.offset, p.count);
       s.after(rd, addr.received[from]);
+      if (k == 1 && ch > 0) s.after(rd, previous);
       readsFrom[from].push_back(rd);
+      previous = rd;
+      if (k == 1 && copyOwn && interleave) {
+        previous = s.copy(recv + r * block + p.offset,
+                          static_cast<const std::byte*>(a.send) + p.offset, p.count);
+        s.after(previous, rd);
+      }
     }
   }
-  if (a.send != recv + r * block) s.copy(recv + r * block, a.send, block);
+  if (copyOwn && (!interleave || n == 1)) {
+    const Schedule::OpId own = s.copy(recv + r * block, a.send, block);
+    if (n > 1) s.after(own, readsFrom[mod(r - 1, n)].back());
+  }
   doneHandshake(s, readsFrom);
 }
 
