@@ -94,8 +94,8 @@ void CommState::abort(const std::string& reason) {
     t->owner = this;
     const uint64_t tag = algo::tag::make(algo::tag::base(id, 0, 0), static_cast<uint32_t>(rank),
                                          algo::tag::kControlSlot);
-    if (engine->endpoint().postSend(peers[peer], tag, notice_.data(), notice_.size(), *t) ==
-        transport::PostStatus::Posted) {
+    const auto st = engine->endpoint().postSend(peers[peer], tag, notice_.data(), notice_.size(), *t);
+    if (st == transport::PostStatus::Posted) {
       ++posted_;
       noticeSends_.push_back(std::move(t));
     }

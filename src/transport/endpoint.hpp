@@ -36,8 +36,9 @@ class TransferOwner {
   ~TransferOwner() = default;
 };
 
-/// Status of a post on the hot path (no exceptions there).
-enum class PostStatus { Posted, Retry, Failed };
+/// Status of a post on the hot path (no exceptions there). Completed: the send was injected
+/// (small message, buffer already reusable); no completion will be reported for it.
+enum class PostStatus { Posted, Completed, Retry, Failed };
 
 class Endpoint {
  public:
