@@ -5,6 +5,7 @@
 #include "core/log.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace sharc::detail {
@@ -12,7 +13,11 @@ namespace sharc::detail {
 Engine::Engine(std::unique_ptr<transport::Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
 
 Engine::~Engine() {
-  // Close the endpoint first: no completion can then reach the objects freed below.
+  // Give the provider a moment to flush what was injected last (a closing barrier token may
+  // still sit in its queues), then close the endpoint first, so that no completion can reach
+  // the objects freed below.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+  while (std::chrono::steady_clock::now() < until) endpoint_->progress();
   endpoint_.reset();
 }
 
