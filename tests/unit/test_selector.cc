@@ -38,6 +38,9 @@ TEST(Selector, OneHostPrefersDirectAllGather) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, host), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, host),
+            Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, AlgorithmOverride::parse("direct")),
             Algorithm::Direct);
 }
