@@ -78,8 +78,7 @@ void BM_Reduce(benchmark::State& state, DataType type, RedOp op) {
 
 // One implementation forced (reduce_dispatch.hpp), to compare the instruction-set variants on
 // the same machine; BM_Reduce above measures whatever reduce() selects on this CPU.
-void BM_ReduceWith(benchmark::State& state, sharc::core::ReduceIsa isa, DataType type,
-                   RedOp op) {
+void BM_ReduceWith(benchmark::State& state, sharc::core::ReduceIsa isa, DataType type, RedOp op) {
   if (!sharc::core::isaAvailable(isa)) {
     state.SkipWithError("instruction set not available on this CPU/build");
     return;
@@ -120,17 +119,19 @@ BENCHMARK_CAPTURE(BM_Reduce, int32_sum, DataType::Int32, RedOp::Sum)->Apply(size
 
 using sharc::core::ReduceIsa;
 BENCHMARK_CAPTURE(BM_ReduceWith, float16_sum_baseline, ReduceIsa::Baseline, DataType::Float16,
-                  RedOp::Sum)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ReduceWith, float16_sum_avx2, ReduceIsa::Avx2, DataType::Float16,
-                  RedOp::Sum)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ReduceWith, float16_max_avx2, ReduceIsa::Avx2, DataType::Float16,
-                  RedOp::Max)->Apply(sizes);
+                  RedOp::Sum)
+    ->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, float16_sum_avx2, ReduceIsa::Avx2, DataType::Float16, RedOp::Sum)
+    ->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, float16_max_avx2, ReduceIsa::Avx2, DataType::Float16, RedOp::Max)
+    ->Apply(sizes);
 BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_sum_baseline, ReduceIsa::Baseline, DataType::BFloat16,
-                  RedOp::Sum)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_sum_avx2, ReduceIsa::Avx2, DataType::BFloat16,
-                  RedOp::Sum)->Apply(sizes);
-BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_max_avx2, ReduceIsa::Avx2, DataType::BFloat16,
-                  RedOp::Max)->Apply(sizes);
+                  RedOp::Sum)
+    ->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_sum_avx2, ReduceIsa::Avx2, DataType::BFloat16, RedOp::Sum)
+    ->Apply(sizes);
+BENCHMARK_CAPTURE(BM_ReduceWith, bfloat16_max_avx2, ReduceIsa::Avx2, DataType::BFloat16, RedOp::Max)
+    ->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, float64_sum, DataType::Float64, RedOp::Sum)->Apply(sizes);
 
 }  // namespace

@@ -7,13 +7,12 @@
 /// pointers). Any other overlap is rejected.
 #pragma once
 
-#include <sharc/error.hpp>
-#include <sharc/types.hpp>
-
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <sharc/error.hpp>
+#include <sharc/types.hpp>
 #include <string>
 
 namespace sharc {
@@ -100,8 +99,7 @@ class Communicator {
   Request ireduceScatter(const void* sendbuff, void* recvbuff, size_t count, DataType type,
                          RedOp op);
   /// recvbuff[0..count) = op over ranks r of sendbuff_r[0..count).
-  Request iallReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type,
-                     RedOp op);
+  Request iallReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op);
   /// recvbuff[0..count) on every rank = sendbuff[0..count) of `root` (sendbuff is only read
   /// on the root).
   Request ibroadcast(const void* sendbuff, void* recvbuff, size_t count, DataType type, int root);

@@ -2,9 +2,9 @@
 /// Creating a sharc communicator from an MPI communicator (library sharc::sharc_mpi).
 #pragma once
 
-#include <sharc/communicator.hpp>
-
 #include <mpi.h>
+
+#include <sharc/communicator.hpp>
 
 namespace sharc {
 

@@ -54,7 +54,14 @@ typedef enum {
 } sharcDataType_t;
 
 /** Reduction operators (values equal NCCL's ncclRedOp_t). */
-typedef enum { sharcSum = 0, sharcProd = 1, sharcMax = 2, sharcMin = 3, sharcAvg = 4, sharcNumOps = 5 } sharcRedOp_t;
+typedef enum {
+  sharcSum = 0,
+  sharcProd = 1,
+  sharcMax = 2,
+  sharcMin = 3,
+  sharcAvg = 4,
+  sharcNumOps = 5
+} sharcRedOp_t;
 
 /** Library version as MAJOR*10000 + MINOR*100 + PATCH. */
 sharcResult_t sharcGetVersion(int* version);

@@ -1,9 +1,9 @@
 // Builders that turn a collective call into a Schedule, one per named algorithm.
 #pragma once
 
-#include "schedule.hpp"
-
 #include <string>
+
+#include "schedule.hpp"
 
 namespace sharc::algo {
 
@@ -13,6 +13,7 @@ enum class Algorithm {
   Bruck,              ///< log steps, any number of ranks
   Direct,             ///< one step: every rank exchanges with every other at once
   DirectRead,         ///< one host: every rank reads what it needs straight from its peers
+  DirectWrite,        ///< one host: every rank writes its block straight into its peers
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
 };
@@ -36,7 +37,7 @@ void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args);
 void buildAllReduce(Schedule& s, Algorithm a, const CollArgs& args);
 void buildBroadcast(Schedule& s, const CollArgs& args);
 /// One-host single-copy forms (need ScheduleContext::pids; see direct_read.cc).
-void buildDirectReadAllGather(Schedule& s, const CollArgs& args);
+void buildDirectWriteAllGather(Schedule& s, const CollArgs& args);
 void buildDirectReadReduceScatter(Schedule& s, const CollArgs& args);
 void buildDirectReadAllReduce(Schedule& s, const CollArgs& args);
 void buildBarrier(Schedule& s);

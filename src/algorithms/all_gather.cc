@@ -1,9 +1,9 @@
 // AllGather schedules: pipelined ring, recursive doubling (2^k ranks) and Bruck (any n).
-#include "algorithms.hpp"
-#include "patterns.hpp"
-
 #include <algorithm>
 #include <vector>
+
+#include "algorithms.hpp"
+#include "patterns.hpp"
 
 namespace sharc::algo {
 
@@ -14,6 +14,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::Bruck: return "bruck";
     case Algorithm::Direct: return "direct";
     case Algorithm::DirectRead: return "direct_read";
+    case Algorithm::DirectWrite: return "direct_write";
     case Algorithm::BinomialTree: return "binomial_tree";
     case Algorithm::Dissemination: return "dissemination";
   }
@@ -143,8 +144,9 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
       return bruckAllGather(s, args);
     case Algorithm::Bruck: return bruckAllGather(s, args);
     case Algorithm::Direct: return directAllGather(s, args);
-    case Algorithm::DirectRead:
-      if (s.context().pids) return buildDirectReadAllGather(s, args);
+    case Algorithm::DirectRead:  // AllGather's single-copy form writes (see direct_read.cc)
+    case Algorithm::DirectWrite:
+      if (s.context().pids) return buildDirectWriteAllGather(s, args);
       return directAllGather(s, args);
     default: return ringAllGather(s, args);
   }

@@ -1,9 +1,9 @@
 // AllReduce schedules: ring ReduceScatter + ring AllGather for large messages, recursive
 // doubling (with a fold of the ranks beyond the largest power of two) for small ones.
+#include <vector>
+
 #include "algorithms.hpp"
 #include "patterns.hpp"
-
-#include <vector>
 
 namespace sharc::algo {
 namespace {

@@ -1,8 +1,8 @@
 // Broadcast: a binomial tree, each chunk forwarded as soon as it arrives (pipelined).
+#include <vector>
+
 #include "algorithms.hpp"
 #include "patterns.hpp"
-
-#include <vector>
 
 namespace sharc::algo {
 
@@ -26,8 +26,7 @@ void buildBroadcast(Schedule& s, const CollArgs& a) {
     if (!isRoot) arrived = s.recv(parent, slot, recv + p.offset, p.count);
     for (int i = 0; i < nchildren; ++i) {
       // The root sends from its send buffer so the sends need not wait for the local copy.
-      const void* src = isRoot ? static_cast<const std::byte*>(a.send) + p.offset
-                               : recv + p.offset;
+      const void* src = isRoot ? static_cast<const std::byte*>(a.send) + p.offset : recv + p.offset;
       const Schedule::OpId sd = s.send(children[i], slot, src, p.count);
       if (!isRoot) s.after(sd, arrived);
     }

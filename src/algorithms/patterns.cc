@@ -10,7 +10,9 @@ Range evenBlock(size_t count, int parts, int index) {
   return Range{i * base + (i < extra ? i : extra), base + (i < extra ? 1 : 0)};
 }
 
-bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+bool isPowerOfTwo(int n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 int floorPowerOfTwo(int n) {
   int p = 1;
@@ -24,12 +26,22 @@ int ceilLog2(int n) {
   return k;
 }
 
-int ringAllGatherSendBlock(int rank, int n, int step) { return mod(rank - step, n); }
-int ringAllGatherRecvBlock(int rank, int n, int step) { return mod(rank - step - 1, n); }
-int ringReduceScatterSendBlock(int rank, int n, int step) { return mod(rank - step - 1, n); }
-int ringReduceScatterRecvBlock(int rank, int n, int step) { return mod(rank - step - 2, n); }
+int ringAllGatherSendBlock(int rank, int n, int step) {
+  return mod(rank - step, n);
+}
+int ringAllGatherRecvBlock(int rank, int n, int step) {
+  return mod(rank - step - 1, n);
+}
+int ringReduceScatterSendBlock(int rank, int n, int step) {
+  return mod(rank - step - 1, n);
+}
+int ringReduceScatterRecvBlock(int rank, int n, int step) {
+  return mod(rank - step - 2, n);
+}
 
-int recursiveDoublingPartner(int rank, int step) { return rank ^ (1 << step); }
+int recursiveDoublingPartner(int rank, int step) {
+  return rank ^ (1 << step);
+}
 
 Range recursiveDoublingHeld(int rank, int step) {
   const size_t width = size_t{1} << step;
@@ -54,7 +66,9 @@ BruckStep bruckAllGatherStep(int rank, int n, int step) {
   return BruckStep{mod(rank - d, n), mod(rank + d, n), d, d < n - d ? d : n - d};
 }
 
-int reverseBruckSteps(int n) { return n <= 1 ? 0 : ceilLog2(n); }
+int reverseBruckSteps(int n) {
+  return n <= 1 ? 0 : ceilLog2(n);
+}
 
 ReverseBruckStep reverseBruckStep(int rank, int n, int step) {
   // Distances run from the largest power of two below n down to 1; lengths go n, d0, d1, ...
@@ -88,7 +102,11 @@ int binomialChildren(int rank, int n, int root, int* children, int maxChildren) 
   return count;
 }
 
-int disseminationSendPeer(int rank, int n, int step) { return mod(rank + (1 << step), n); }
-int disseminationRecvPeer(int rank, int n, int step) { return mod(rank - (1 << step), n); }
+int disseminationSendPeer(int rank, int n, int step) {
+  return mod(rank + (1 << step), n);
+}
+int disseminationRecvPeer(int rank, int n, int step) {
+  return mod(rank - (1 << step), n);
+}
 
 }  // namespace sharc::algo

@@ -1,8 +1,8 @@
 // ReduceScatter schedules: pipelined ring, recursive halving (2^k ranks) and reversed Bruck.
+#include <vector>
+
 #include "algorithms.hpp"
 #include "patterns.hpp"
-
-#include <vector>
 
 namespace sharc::algo {
 namespace {

@@ -1,11 +1,11 @@
 #include "schedule.hpp"
 
+#include <cstring>
+#include <sstream>
+
 #include "core/log.hpp"
 #include "core/reduce.hpp"
 #include "transport/cma.hpp"
-
-#include <cstring>
-#include <sstream>
 
 namespace sharc::algo {
 namespace {
@@ -61,8 +61,8 @@ Schedule::~Schedule() {
 
 std::string Schedule::describe() const {
   std::ostringstream os;
-  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << "(count=" << ctx_.count
-     << ", " << dataTypeName(ctx_.type);
+  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << "(count=" << ctx_.count << ", "
+     << dataTypeName(ctx_.type);
   if (ctx_.kind == CollKind::ReduceScatter || ctx_.kind == CollKind::AllReduce)
     os << ", " << redOpName(ctx_.op);
   if (!ctx_.algorithm.empty()) os << ", " << ctx_.algorithm;
@@ -117,14 +117,28 @@ Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
   return add(std::move(op));
 }
 
-Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t offset,
-                                    void* dst, size_t bytes) {
+Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
+                                    uint64_t offset, void* dst, size_t bytes) {
   Op op{};
+  op.expectedLength = expectedLength;
   op.kind = Kind::RemoteRead;
   op.peer = peer;
   op.src = remoteBase;
   op.remoteOffset = offset;
   op.dst = dst;
+  op.size = bytes;
+  return add(std::move(op));
+}
+
+Schedule::OpId Schedule::remoteWrite(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
+                                     uint64_t offset, const void* src, size_t bytes) {
+  Op op{};
+  op.expectedLength = expectedLength;
+  op.kind = Kind::RemoteWrite;
+  op.peer = peer;
+  op.src2 = remoteBase;
+  op.remoteOffset = offset;
+  op.src = src;
   op.size = bytes;
   return add(std::move(op));
 }
@@ -155,41 +169,48 @@ void Schedule::complete(OpId id) {
     Op& next = ops_[d];
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
-      if (next.kind == Kind::Send) readySends_.push_back(d);
-      else if (next.kind == Kind::Recv) readyRecvs_.push_back(d);
-      else readyLocal_.push_back(d);
+      if (next.kind == Kind::Send)
+        readySends_.push_back(d);
+      else if (next.kind == Kind::Recv)
+        readyRecvs_.push_back(d);
+      else
+        readyLocal_.push_back(d);
     }
   }
 }
 
 void Schedule::runLocal(Op& op) {
   switch (op.kind) {
-    case Kind::Reduce:
-      core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op);
-      break;
+    case Kind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
     case Kind::Copy:
       if (op.dst != op.src && op.size > 0) std::memmove(op.dst, op.src, op.size);
       break;
     case Kind::Divide:
-      if (ctx_.op == RedOp::Avg) core::finishAverage(op.dst, op.size, ctx_.type,
-                                                     static_cast<uint64_t>(ctx_.size));
+      if (ctx_.op == RedOp::Avg)
+        core::finishAverage(op.dst, op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
       break;
-    case Kind::RemoteRead: {
-      const uint64_t base = static_cast<const uint64_t*>(op.src)[0];
-      const uint64_t length = static_cast<const uint64_t*>(op.src)[1];
-      if (op.remoteOffset + op.size > length) {
+    case Kind::RemoteRead:
+    case Kind::RemoteWrite: {
+      const bool read = op.kind == Kind::RemoteRead;
+      const auto* remote = static_cast<const uint64_t*>(read ? op.src : op.src2);
+      const uint64_t base = remote[0], length = remote[1];
+      if (length != op.expectedLength || op.remoteOffset + op.size > length) {
         fail(Result::InvalidUsage,
-             describe() + ": mismatched count: peer " + std::to_string(op.peer) +
-                 "'s send buffer holds " + std::to_string(length) + " bytes, this rank needs " +
-                 std::to_string(op.remoteOffset + op.size) + " (do all ranks pass the same count?)");
+             describe() + ": mismatched count: peer " + std::to_string(op.peer) + "'s " +
+                 (read ? "send" : "receive") + " buffer holds " + std::to_string(length) +
+                 " bytes where this rank's call implies " + std::to_string(op.expectedLength) +
+                 " (do all ranks pass the same count?)");
         break;
       }
-      const std::string err = transport::cmaRead((*ctx_.pids)[op.peer], base + op.remoteOffset,
-                                                 op.dst, op.size);
+      const pid_t pid = (*ctx_.pids)[op.peer];
+      const std::string err =
+          read ? transport::cmaRead(pid, base + op.remoteOffset, op.dst, op.size)
+               : transport::cmaWrite(pid, base + op.remoteOffset, op.src, op.size);
       if (!err.empty())
-        fail(Result::SystemError,
-             describe() + ": single-copy read from peer " + std::to_string(op.peer) + " failed: " +
-                 err + " (set SHARC_CMA=0 to use the fabric instead)");
+        fail(Result::SystemError, describe() + ": single-copy " +
+                                      (read ? "read from" : "write to") + " peer " +
+                                      std::to_string(op.peer) + " failed: " + err +
+                                      " (set SHARC_CMA=0 to use the fabric instead)");
       break;
     }
     default: break;
@@ -213,15 +234,16 @@ bool Schedule::post(OpId id) {
   }
   if (st == transport::PostStatus::Failed) {
     fail(Result::SystemError, describe() + ": could not post " +
-                                  (op.kind == Kind::Send ? "send to" : "receive from") +
-                                  " peer " + std::to_string(op.peer) + ": " +
-                                  ctx_.endpoint->lastError());
+                                  (op.kind == Kind::Send ? "send to" : "receive from") + " peer " +
+                                  std::to_string(op.peer) + ": " + ctx_.endpoint->lastError());
     return false;
   }
   op.state = OpState::Posted;
   ++posted_;
-  if (op.kind == Kind::Send) ++postedSends_;
-  else ++postedRecvs_;
+  if (op.kind == Kind::Send)
+    ++postedSends_;
+  else
+    ++postedRecvs_;
   return true;
 }
 
@@ -232,9 +254,12 @@ Schedule::State Schedule::advance() {
     for (OpId id = 0; id < ops_.size(); ++id) {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
-      if (ops_[id].kind == Kind::Send) readySends_.push_back(id);
-      else if (ops_[id].kind == Kind::Recv) readyRecvs_.push_back(id);
-      else readyLocal_.push_back(id);
+      if (ops_[id].kind == Kind::Send)
+        readySends_.push_back(id);
+      else if (ops_[id].kind == Kind::Recv)
+        readyRecvs_.push_back(id);
+      else
+        readyLocal_.push_back(id);
     }
   }
   bool progressed = true;
@@ -290,8 +315,10 @@ void Schedule::fail(Result code, const std::string& message) {
 void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
   Op& op = ops_[t.index];
   --posted_;
-  if (op.kind == Kind::Send) --postedSends_;
-  else --postedRecvs_;
+  if (op.kind == Kind::Send)
+    --postedSends_;
+  else
+    --postedRecvs_;
   if (state_ != State::Running) {
     op.state = OpState::Done;
     return;
@@ -310,10 +337,10 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
       return;
     }
     if (bytes != op.size) {
-      fail(Result::InvalidUsage,
-           describe() + ": mismatched count: peer " + std::to_string(op.peer) + " sent " +
-               std::to_string(bytes) + " bytes where " + std::to_string(op.size) +
-               " were expected (do all ranks pass the same count?)");
+      fail(Result::InvalidUsage, describe() + ": mismatched count: peer " +
+                                     std::to_string(op.peer) + " sent " + std::to_string(bytes) +
+                                     " bytes where " + std::to_string(op.size) +
+                                     " were expected (do all ranks pass the same count?)");
       return;
     }
   }
@@ -323,15 +350,17 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
 void Schedule::onTransferError(transport::Transfer& t, Result code, const std::string& message) {
   Op& op = ops_[t.index];
   --posted_;
-  if (op.kind == Kind::Send) --postedSends_;
-  else --postedRecvs_;
+  if (op.kind == Kind::Send)
+    --postedSends_;
+  else
+    --postedRecvs_;
   op.state = OpState::Done;
   if (state_ != State::Running) return;
   std::string what = message;
   if (code == Result::InvalidUsage)  // truncation: the peer sent more than this rank expects
     what = "mismatched count: " + message + " (do all ranks pass the same count?)";
-  fail(code, describe() + ": " + (op.kind == Kind::Send ? "send to" : "receive from") +
-                 " peer " + std::to_string(op.peer) + " failed: " + what);
+  fail(code, describe() + ": " + (op.kind == Kind::Send ? "send to" : "receive from") + " peer " +
+                 std::to_string(op.peer) + " failed: " + what);
 }
 
 }  // namespace sharc::algo

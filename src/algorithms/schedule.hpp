@@ -3,20 +3,19 @@
 // dependencies are done, within windows that bound the messages in flight.
 #pragma once
 
-#include "tag.hpp"
-#include "transport/endpoint.hpp"
-
-#include <sharc/error.hpp>
-#include <sharc/types.hpp>
-
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <sharc/error.hpp>
+#include <sharc/types.hpp>
 #include <string>
 #include <vector>
+
+#include "tag.hpp"
+#include "transport/endpoint.hpp"
 
 namespace sharc::algo {
 
@@ -72,9 +71,14 @@ class Schedule final : public transport::TransferOwner {
   OpId copy(void* dst, const void* src, size_t bytes);
   /// Copies `bytes` at (remoteBase[0] + offset) in `peer`'s memory into dst (single copy,
   /// same host). remoteBase[0] is the peer's buffer and remoteBase[1] its length in bytes;
-  /// both are read when the operation runs (a receive may deliver them), and a read beyond
-  /// the length fails the schedule as a mismatched count.
-  OpId remoteRead(int peer, const uint64_t* remoteBase, uint64_t offset, void* dst, size_t bytes);
+  /// both are read when the operation runs (a receive may deliver them).
+  /// `expectedLength` is what remoteBase[1] must be (the same call on every rank has buffers
+  /// of the same length); anything else fails the schedule as a mismatched count.
+  OpId remoteRead(int peer, const uint64_t* remoteBase, uint64_t expectedLength, uint64_t offset,
+                  void* dst, size_t bytes);
+  /// The reverse: copies `bytes` from src to (remoteBase[0] + offset) in `peer`'s memory.
+  OpId remoteWrite(int peer, const uint64_t* remoteBase, uint64_t expectedLength, uint64_t offset,
+                   const void* src, size_t bytes);
   /// data /= size (finishes Avg); a no-op for other ops.
   OpId divide(void* data, size_t count);
   /// `op` starts only after `before` has completed.
@@ -101,7 +105,7 @@ class Schedule final : public transport::TransferOwner {
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
 
  private:
-  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead };
+  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite };
   enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
   struct Op {
     Kind kind;
@@ -114,6 +118,7 @@ class Schedule final : public transport::TransferOwner {
     const void* src2 = nullptr;
     size_t size = 0;  // bytes for transfers and copies, elements for reduce/divide
     uint64_t remoteOffset = 0;
+    uint64_t expectedLength = 0;
     std::vector<OpId> dependents;
     transport::Transfer transfer;
   };

@@ -1,17 +1,16 @@
 #include "selector.hpp"
 
-#include "patterns.hpp"
-
 #include <sharc/error.hpp>
-
 #include <sstream>
+
+#include "patterns.hpp"
 
 namespace sharc::algo {
 namespace {
 
 // Crossovers (first estimates, to be calibrated by the tuner of the topology issue): below
 // them the log-step algorithms' fewer rounds beat the ring's pipelining.
-constexpr size_t kLogAllGatherMaxTotal = 256 * 1024;   // bytes gathered per rank in total
+constexpr size_t kLogAllGatherMaxTotal = 256 * 1024;  // bytes gathered per rank in total
 constexpr size_t kLogReduceScatterMaxTotal = 256 * 1024;
 constexpr size_t kBruckReduceScatterMaxTotal = 64 * 1024;  // Bruck RS sends ~log2(n)/2 x more
 constexpr size_t kLogAllReduceMax = 64 * 1024;
@@ -30,13 +29,15 @@ std::optional<Algorithm> parseName(const std::string& name) {
   if (name == "bruck") return Algorithm::Bruck;
   if (name == "direct") return Algorithm::Direct;
   if (name == "direct_read") return Algorithm::DirectRead;
+  if (name == "direct_write") return Algorithm::DirectWrite;
   return std::nullopt;
 }
 
 [[noreturn]] void bad(const std::string& item) {
   throw Error(Result::InvalidArgument,
               "SHARC_ALGO: cannot parse '" + item +
-                  "': expected ring, recursive_doubling (rd), bruck, direct, direct_read, or a comma-separated list "
+                  "': expected ring, recursive_doubling (rd), bruck, direct, direct_read, "
+                  "direct_write, or a comma-separated list "
                   "of collective:name with collective one of allgather, reducescatter, "
                   "allreduce");
 }
@@ -59,10 +60,14 @@ AlgorithmOverride AlgorithmOverride::parse(const std::string& text) {
     const std::string coll = item.substr(0, colon);
     const auto a = parseName(item.substr(colon + 1));
     if (!a) bad(item);
-    if (coll == "allgather") o.allGather = *a;
-    else if (coll == "reducescatter") o.reduceScatter = *a;
-    else if (coll == "allreduce") o.allReduce = *a;
-    else bad(item);
+    if (coll == "allgather")
+      o.allGather = *a;
+    else if (coll == "reducescatter")
+      o.reduceScatter = *a;
+    else if (coll == "allreduce")
+      o.allReduce = *a;
+    else
+      bad(item);
   }
   return o;
 }
@@ -76,7 +81,7 @@ Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
     case CollKind::AllGather:
       if (o.allGather) return *o.allGather;
       if (singleCopy && nranks <= kDirectAllGatherMaxRanks && total > kDirectReadAllGatherMinTotal)
-        return Algorithm::DirectRead;
+        return Algorithm::DirectWrite;
       if (oneHost && nranks <= kDirectAllGatherMaxRanks && total > kLogAllGatherMaxTotal)
         return Algorithm::Direct;
       if (total > kLogAllGatherMaxTotal) return Algorithm::Ring;

@@ -1,13 +1,13 @@
 // Picks the algorithm of each call from its size and the number of ranks; SHARC_ALGO
-// overrides the choice ("ring", "recursive_doubling", "bruck", or per collective:
-// "allgather:ring,reducescatter:bruck,allreduce:recursive_doubling").
+// overrides the choice ("ring", "recursive_doubling", "bruck", "direct", "direct_read",
+// "direct_write", or per collective: "allgather:ring,reducescatter:bruck,allreduce:rd").
 #pragma once
-
-#include "algorithms.hpp"
-#include "tag.hpp"
 
 #include <optional>
 #include <string>
+
+#include "algorithms.hpp"
+#include "tag.hpp"
 
 namespace sharc::algo {
 
@@ -29,7 +29,6 @@ enum class Locality {
   OneHostSingleCopy  ///< all on this host and able to read each other's memory (CMA)
 };
 Algorithm selectAlgorithm(CollKind kind, size_t bytesPerRank, int nranks,
-                          const AlgorithmOverride& override,
-                          Locality locality = Locality::Network);
+                          const AlgorithmOverride& override, Locality locality = Locality::Network);
 
 }  // namespace sharc::algo

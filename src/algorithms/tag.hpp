@@ -9,9 +9,8 @@
 // control channel (abort notices).
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstdint>
+#include <sharc/types.hpp>
 
 namespace sharc::algo {
 
@@ -26,8 +25,7 @@ enum class CollKind : uint8_t {
 const char* collKindName(CollKind kind);
 
 namespace tag {
-inline constexpr int kCommBits = 12, kRankBits = 16, kSeqBits = 12, kSigBits = 10,
-                     kSlotBits = 14;
+inline constexpr int kCommBits = 12, kRankBits = 16, kSeqBits = 12, kSigBits = 10, kSlotBits = 14;
 inline constexpr int kSlotShift = 0, kSigShift = 14, kSeqShift = 24, kRankShift = 36,
                      kCommShift = 52;
 inline constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
@@ -44,9 +42,15 @@ inline uint32_t signature(CollKind kind, DataType type, RedOp op) {
   return (static_cast<uint32_t>(kind) & 7u) << 7 | (static_cast<uint32_t>(type) & 15u) << 3 |
          (static_cast<uint32_t>(op) & 7u);
 }
-inline CollKind sigKind(uint32_t sig) { return static_cast<CollKind>((sig >> 7) & 7u); }
-inline DataType sigType(uint32_t sig) { return static_cast<DataType>((sig >> 3) & 15u); }
-inline RedOp sigOp(uint32_t sig) { return static_cast<RedOp>(sig & 7u); }
+inline CollKind sigKind(uint32_t sig) {
+  return static_cast<CollKind>((sig >> 7) & 7u);
+}
+inline DataType sigType(uint32_t sig) {
+  return static_cast<DataType>((sig >> 3) & 15u);
+}
+inline RedOp sigOp(uint32_t sig) {
+  return static_cast<RedOp>(sig & 7u);
+}
 
 /// Tag without rank and slot: communicator, sequence and signature.
 inline uint64_t base(uint32_t comm, uint32_t seq, uint32_t sig) {
@@ -56,8 +60,12 @@ inline uint64_t base(uint32_t comm, uint32_t seq, uint32_t sig) {
 inline uint64_t make(uint64_t base, uint32_t srcRank, uint32_t slot) {
   return base | uint64_t{srcRank} << kRankShift | slot;
 }
-inline uint32_t sigOf(uint64_t t) { return static_cast<uint32_t>((t & kSigMask) >> kSigShift); }
-inline uint32_t rankOf(uint64_t t) { return static_cast<uint32_t>((t & kRankMask) >> kRankShift); }
+inline uint32_t sigOf(uint64_t t) {
+  return static_cast<uint32_t>((t & kSigMask) >> kSigShift);
+}
+inline uint32_t rankOf(uint64_t t) {
+  return static_cast<uint32_t>((t & kRankMask) >> kRankShift);
+}
 }  // namespace tag
 
 }  // namespace sharc::algo

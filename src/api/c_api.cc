@@ -1,10 +1,10 @@
 // The C API: validates handles, forwards to the C++ API and catches every exception.
-#include <sharc/communicator.hpp>
 #include <sharc/sharc.h>
 
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <sharc/communicator.hpp>
 #include <string>
 #include <unordered_set>
 
@@ -64,7 +64,8 @@ sharcComm_t adopt(std::shared_ptr<sharc::Communicator> c) {
 
 void requireOut(const void* p, const char* call) {
   if (p == nullptr)
-    throw sharc::Error(sharc::Result::InvalidArgument, std::string(call) + ": output pointer is null");
+    throw sharc::Error(sharc::Result::InvalidArgument,
+                       std::string(call) + ": output pointer is null");
 }
 
 }  // namespace
@@ -183,6 +184,8 @@ const char* sharcGetErrorString(sharcResult_t result) {
   return sharc::resultString(static_cast<sharc::Result>(result));
 }
 
-const char* sharcGetLastError(sharcComm_t) { return lastError.c_str(); }
+const char* sharcGetLastError(sharcComm_t) {
+  return lastError.c_str();
+}
 
 }  // extern "C"

@@ -1,18 +1,16 @@
 // sharc::Communicator: creation (bootstrap -> provider -> endpoint) and the public methods.
-#include "communicator_impl.hpp"
-#include "factory.hpp"
-
-#include "core/config.hpp"
-#include "core/log.hpp"
-#include "transport/cma.hpp"
-
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <fstream>
 #include <numeric>
+
+#include "communicator_impl.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "factory.hpp"
+#include "transport/cma.hpp"
 
 namespace sharc {
 namespace detail {
@@ -41,9 +39,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const int rank = boot->rank(), size = boot->size();
   core::setLogRank(rank);
   if (static_cast<uint32_t>(size) > algo::tag::kMaxRanks)
-    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank) + ": init: " +
-                                             std::to_string(size) + " ranks exceed the limit of " +
-                                             std::to_string(algo::tag::kMaxRanks));
+    throw Error(Result::InvalidArgument,
+                "rank " + std::to_string(rank) + ": init: " + std::to_string(size) +
+                    " ranks exceed the limit of " + std::to_string(algo::tag::kMaxRanks));
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const auto algos = algo::AlgorithmOverride::parse(config.algorithm);
 
@@ -92,8 +90,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   auto engine = std::make_shared<Engine>(std::move(endpoint));
   cpu_set_t cpus;
   const long localRanks = std::count(nodes.begin(), nodes.end(), node);
-  const long usableCpus =
-      sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : sysconf(_SC_NPROCESSORS_ONLN);
+  const long usableCpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                              ? CPU_COUNT(&cpus)
+                              : sysconf(_SC_NPROCESSORS_ONLN);
   engine->oversubscribed = localRanks > usableCpus;
   std::vector<uint32_t> peers(static_cast<size_t>(size));
   std::iota(peers.begin(), peers.end(), 0u);
@@ -104,7 +103,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const std::vector<std::string> reads = boot->allGather(canRead ? "1" : "0");
   const bool singleCopy =
       std::all_of(reads.begin(), reads.end(), [](const std::string& v) { return v == "1"; });
-  engine->locality = !allLocal   ? algo::Locality::Network
+  engine->locality = !allLocal    ? algo::Locality::Network
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;
   if (!singleCopy) pids.clear();
@@ -128,13 +127,16 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
 Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
     : impl_(std::move(impl)) {}
 
-Communicator::~Communicator() { destroy(); }
+Communicator::~Communicator() {
+  destroy();
+}
 
 std::shared_ptr<Communicator> Communicator::create(const UniqueId& id, int nranks, int rank,
                                                    const CommOptions& options) {
   if (nranks < 1 || rank < 0 || rank >= nranks)
-    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank) + ": init: rank must be in "
-                                         "[0, nranks) and nranks >= 1 (got nranks " +
+    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank) +
+                                             ": init: rank must be in "
+                                             "[0, nranks) and nranks >= 1 (got nranks " +
                                              std::to_string(nranks) + ")");
   const bootstrap::RootAddress root = bootstrap::decodeUniqueId(id);
   const auto timeout = options.timeout.count() > 0 ? options.timeout : core::Config::get().timeout;
@@ -153,17 +155,23 @@ std::shared_ptr<Communicator> Communicator::createFromEnvironment(const CommOpti
                               bootstrap::environmentToken(hostPort, env->worldSize, env->jobToken)};
   std::unique_ptr<bootstrap::RootServer> server;
   if (env->rank == 0) {
-    server = bootstrap::RootServer::start(env->rootHost, env->rootPort, root.token,
-                                          env->worldSize, timeout);
+    server = bootstrap::RootServer::start(env->rootHost, env->rootPort, root.token, env->worldSize,
+                                          timeout);
     server->detach();  // it ends by itself once every rank has disconnected
   }
   return detail::createCommunicator(
       bootstrap::connectToRoot(root, env->rank, env->worldSize, timeout), options);
 }
 
-int Communicator::rank() const noexcept { return impl_->rank(); }
-int Communicator::size() const noexcept { return impl_->size(); }
-std::string Communicator::provider() const { return impl_->provider(); }
+int Communicator::rank() const noexcept {
+  return impl_->rank();
+}
+int Communicator::size() const noexcept {
+  return impl_->size();
+}
+std::string Communicator::provider() const {
+  return impl_->provider();
+}
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   return impl_->split(color, key);
@@ -200,7 +208,9 @@ void Communicator::allReduce(const void* s, void* r, size_t count, DataType type
 void Communicator::broadcast(const void* s, void* r, size_t count, DataType type, int root) {
   ibroadcast(s, r, count, type, root).wait();
 }
-void Communicator::barrier() { ibarrier().wait(); }
+void Communicator::barrier() {
+  ibarrier().wait();
+}
 
 void Communicator::destroy() noexcept {
   if (impl_) impl_->destroy();

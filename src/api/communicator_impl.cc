@@ -1,14 +1,14 @@
 // Starting collectives (validation, algorithm choice, schedule), split and destroy.
 #include "communicator_impl.hpp"
 
-#include "algorithms/algorithms.hpp"
-#include "core/config.hpp"
-#include "core/log.hpp"
-
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numeric>
+
+#include "algorithms/algorithms.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
 
 namespace sharc::detail {
 namespace {
@@ -26,7 +26,9 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 
 }  // namespace
 
-std::string CommunicatorImpl::provider() const { return state_->engine->endpoint().providerName(); }
+std::string CommunicatorImpl::provider() const {
+  return state_->engine->endpoint().providerName();
+}
 
 void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
                                 DataType type, RedOp op, int root) const {
@@ -42,8 +44,8 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
                 std::to_string(kNumRedOps - 1) + ")");
   if (kind == CollKind::Broadcast && (root < 0 || root >= n))
     invalid(Result::InvalidArgument, r, kind,
-            "root " + std::to_string(root) + " out of range (expected 0.." +
-                std::to_string(n - 1) + ")");
+            "root " + std::to_string(root) + " out of range (expected 0.." + std::to_string(n - 1) +
+                ")");
   if (kind == CollKind::Barrier) return;
   const size_t elem = dataTypeSize(type);
   const size_t maxCount = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(n);
@@ -55,9 +57,11 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
   if (count == 0) return;
   const bool needSend = kind != CollKind::Broadcast || r == root;
   if (needSend && send == nullptr)
-    invalid(Result::InvalidArgument, r, kind, "sendbuff is null with count " + std::to_string(count));
+    invalid(Result::InvalidArgument, r, kind,
+            "sendbuff is null with count " + std::to_string(count));
   if (recv == nullptr)
-    invalid(Result::InvalidArgument, r, kind, "recvbuff is null with count " + std::to_string(count));
+    invalid(Result::InvalidArgument, r, kind,
+            "recvbuff is null with count " + std::to_string(count));
   const size_t bytes = count * elem;
   size_t sendBytes = bytes, recvBytes = bytes;
   const void* inPlaceSend = recv;  // where sendbuff must point for the in-place form
@@ -105,8 +109,8 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
       algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.locality);
   // The log-step algorithms send whole (multi-)blocks in one message; where that could exceed
   // the provider's largest message, the chunked ring carries the call instead.
-  const bool unchunked = algorithm == algo::Algorithm::RecursiveDoubling ||
-                         algorithm == algo::Algorithm::Bruck;
+  const bool unchunked =
+      algorithm == algo::Algorithm::RecursiveDoubling || algorithm == algo::Algorithm::Bruck;
   if (unchunked && count * elem * static_cast<size_t>(c.size) > engine.endpoint().maxMessageSize())
     algorithm = algo::Algorithm::Ring;
   ctx.algorithm = algo::algorithmName(algorithm);
@@ -115,8 +119,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   if (last != static_cast<int>(algorithm)) {
     last = static_cast<int>(algorithm);
     SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
-                       << " bytes per rank on " << c.size << " ranks: algorithm "
-                       << ctx.algorithm);
+                       << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm);
   }
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 
@@ -159,8 +162,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
       if (c.engine->usedCommIds.test(i)) mine.used[i / 64] |= uint64_t{1} << (i % 64);
   }
   std::vector<Record> all(static_cast<size_t>(c.size));
-  Request req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8,
-                      RedOp::Sum, 0);
+  Request req =
+      start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8, RedOp::Sum, 0);
   req.wait();
   if (color < 0) return nullptr;
 
@@ -176,8 +179,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   for (uint32_t i = 0; i < algo::tag::kMaxComms && id == algo::tag::kMaxComms; ++i)
     if ((used[i / 64] >> (i % 64) & 1) == 0) id = i;
   if (id == algo::tag::kMaxComms)
-    throw Error(Result::InvalidUsage, "rank " + std::to_string(c.rank) +
-                                          ": split: all " + std::to_string(algo::tag::kMaxComms) +
+    throw Error(Result::InvalidUsage, "rank " + std::to_string(c.rank) + ": split: all " +
+                                          std::to_string(algo::tag::kMaxComms) +
                                           " communicator ids are in use; destroy unused ones");
   std::vector<uint32_t> peers;
   std::vector<int32_t> pids;
@@ -187,8 +190,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
     peers.push_back(c.peers[m]);
     if (!c.pids.empty()) pids.push_back(c.pids[m]);
   }
-  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers),
-                                           std::move(pids), c.timeout, c.algos);
+  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
+                                           c.timeout, c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
@@ -206,8 +209,8 @@ void CommunicatorImpl::destroy() noexcept {
   if (!c.aborted && c.size > 1) {
     try {
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
-      waitRequest(*req.state_, std::min<std::chrono::milliseconds>(c.timeout,
-                                                                   std::chrono::seconds(10)));
+      waitRequest(*req.state_,
+                  std::min<std::chrono::milliseconds>(c.timeout, std::chrono::seconds(10)));
     } catch (const std::exception& e) {
       SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
     }

@@ -2,19 +2,18 @@
 // communicator and everything split from it, the per-communicator state, and requests.
 #pragma once
 
-#include <sharc/communicator.hpp>
-
-#include "algorithms/schedule.hpp"
-#include "algorithms/selector.hpp"
-#include "transport/endpoint.hpp"
-
 #include <array>
 #include <bitset>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <sharc/communicator.hpp>
 #include <string>
 #include <vector>
+
+#include "algorithms/schedule.hpp"
+#include "algorithms/selector.hpp"
+#include "transport/endpoint.hpp"
 
 namespace sharc::detail {
 

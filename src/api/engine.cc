@@ -1,12 +1,11 @@
 // Engine (progress of one endpoint) and CommState (a communicator's tag space and abort
 // channel).
-#include "communicator_impl.hpp"
-
-#include "core/log.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+
+#include "communicator_impl.hpp"
+#include "core/log.hpp"
 
 namespace sharc::detail {
 
@@ -84,8 +83,9 @@ void CommState::start() {
     ++posted_;
     controlPosted_ = true;
   } else
-    SHARC_WARN("rank " << rank << ": could not post the abort-notice receive; peers' failures "
-                                  "will surface as timeouts");
+    SHARC_WARN("rank " << rank
+                       << ": could not post the abort-notice receive; peers' failures "
+                          "will surface as timeouts");
 }
 
 void CommState::abort(const std::string& reason) {
@@ -99,7 +99,8 @@ void CommState::abort(const std::string& reason) {
     t->owner = this;
     const uint64_t tag = algo::tag::make(algo::tag::base(id, 0, 0), static_cast<uint32_t>(rank),
                                          algo::tag::kControlSlot);
-    const auto st = engine->endpoint().postSend(peers[peer], tag, notice_.data(), notice_.size(), *t);
+    const auto st =
+        engine->endpoint().postSend(peers[peer], tag, notice_.data(), notice_.size(), *t);
     if (st == transport::PostStatus::Posted) {
       ++posted_;
       noticeSends_.push_back(std::move(t));

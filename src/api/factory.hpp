@@ -1,11 +1,10 @@
 // The one path by which every communicator is built: from a bootstrap that connects its ranks.
 #pragma once
 
+#include <memory>
 #include <sharc/communicator.hpp>
 
 #include "bootstrap/bootstrap.hpp"
-
-#include <memory>
 
 namespace sharc::detail {
 

@@ -1,14 +1,16 @@
 // Request: test() and wait() drive the engine's progress.
-#include "communicator_impl.hpp"
-
 #include <sched.h>
 #include <time.h>
+
+#include "communicator_impl.hpp"
 
 namespace sharc {
 namespace detail {
 namespace {
 
-bool finished(const RequestState& r) { return r.status != RequestState::Status::Pending; }
+bool finished(const RequestState& r) {
+  return r.status != RequestState::Status::Pending;
+}
 
 void throwIfFailed(const RequestState& r) {
   if (r.status == RequestState::Status::Failed) throw Error(r.code, r.message);

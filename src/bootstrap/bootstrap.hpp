@@ -1,11 +1,10 @@
 // Rendezvous before any fabric traffic: every rank contributes a small blob and receives all.
 #pragma once
 
-#include <sharc/communicator.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <sharc/communicator.hpp>
 #include <string>
 #include <vector>
 
@@ -27,9 +26,9 @@ class Bootstrap {
 
 /// Decoded content of a UniqueId.
 struct RootAddress {
-  std::string host;    ///< numeric IPv4/IPv6 address of the rendezvous server
+  std::string host;  ///< numeric IPv4/IPv6 address of the rendezvous server
   uint16_t port = 0;
-  uint64_t token = 0;  ///< random job token every connecting rank must present
+  uint64_t token = 0;            ///< random job token every connecting rank must present
   std::string toString() const;  ///< "host:port"
 };
 
@@ -50,9 +49,8 @@ class RootServer {
  public:
   /// Binds host:port (port 0 picks a free port; host "" or "0.0.0.0" binds every IPv4
   /// address) and starts serving on a thread. nranks <= 0: taken from the first valid hello.
-  static std::unique_ptr<RootServer> start(const std::string& host, uint16_t port,
-                                           uint64_t token, int nranks,
-                                           std::chrono::milliseconds timeout);
+  static std::unique_ptr<RootServer> start(const std::string& host, uint16_t port, uint64_t token,
+                                           int nranks, std::chrono::milliseconds timeout);
   virtual ~RootServer() = default;  ///< stops the thread (closing every connection)
   /// The address ranks should connect to (a numeric address of this host and the bound port).
   virtual RootAddress address() const = 0;

@@ -1,9 +1,9 @@
 // Bootstrap over an MPI communicator (MPI_Allgather of blobs), for jobs launched by mpirun.
 #pragma once
 
-#include "bootstrap.hpp"
-
 #include <mpi.h>
+
+#include "bootstrap.hpp"
 
 namespace sharc::bootstrap {
 

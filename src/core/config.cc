@@ -125,9 +125,12 @@ Config Config::load() {
   if (auto v = envValue("SHARC_SOCKET_IFNAME")) config.socketIfname = *v;
   if (auto v = envValue("SHARC_CMA")) {
     const std::string u = upper(*v);
-    if (u == "1" || u == "ON" || u == "YES" || u == "TRUE") config.cma = true;
-    else if (u == "0" || u == "OFF" || u == "NO" || u == "FALSE") config.cma = false;
-    else badValue("SHARC_CMA", *v, "0 or 1 (also on/off, yes/no, true/false)");
+    if (u == "1" || u == "ON" || u == "YES" || u == "TRUE")
+      config.cma = true;
+    else if (u == "0" || u == "OFF" || u == "NO" || u == "FALSE")
+      config.cma = false;
+    else
+      badValue("SHARC_CMA", *v, "0 or 1 (also on/off, yes/no, true/false)");
   }
   return config;
 }

@@ -12,13 +12,13 @@ enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
 
 /// Settings taken from the environment once per process (or per call to load()).
 struct Config {
-  LogLevel logLevel = LogLevel::Warn;       ///< SHARC_DEBUG=NONE|WARN|INFO|TRACE
+  LogLevel logLevel = LogLevel::Warn;         ///< SHARC_DEBUG=NONE|WARN|INFO|TRACE
   std::chrono::milliseconds timeout{300000};  ///< SHARC_TIMEOUT_MS (> 0)
-  std::string provider;                      ///< SHARC_FI_PROVIDER, else FI_PROVIDER, else ""
-  std::string algorithm;                     ///< SHARC_ALGO ("" = automatic)
-  size_t chunkBytes = 1u << 20;              ///< SHARC_CHUNK_BYTES: pipelining chunk (>= 4096)
-  std::string nodeId;                        ///< SHARC_NODE_ID: overrides hostname+boot id
-  std::string socketIfname;                  ///< SHARC_SOCKET_IFNAME: bootstrap interface
+  std::string provider;                       ///< SHARC_FI_PROVIDER, else FI_PROVIDER, else ""
+  std::string algorithm;                      ///< SHARC_ALGO ("" = automatic)
+  size_t chunkBytes = 1u << 20;               ///< SHARC_CHUNK_BYTES: pipelining chunk (>= 4096)
+  std::string nodeId;                         ///< SHARC_NODE_ID: overrides hostname+boot id
+  std::string socketIfname;                   ///< SHARC_SOCKET_IFNAME: bootstrap interface
   bool cma = true;  ///< SHARC_CMA: single-copy reads between ranks of one host (Linux CMA)
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and

@@ -1,10 +1,10 @@
 // NCCL-style logging: "host:pid:rank [level] message" on stderr, filtered by SHARC_DEBUG.
 #pragma once
 
-#include "config.hpp"
-
 #include <sstream>
 #include <string>
+
+#include "config.hpp"
 
 namespace sharc::core {
 
@@ -18,13 +18,13 @@ void logLine(LogLevel level, const std::string& message) noexcept;
 }  // namespace sharc::core
 
 // Stream-style logging; the message is only formatted when the level is enabled.
-#define SHARC_LOG(level, expr)                                   \
-  do {                                                           \
-    if (::sharc::core::logEnabled(::sharc::core::LogLevel::level)) { \
-      std::ostringstream sharc_log_os_;                          \
-      sharc_log_os_ << expr;                                     \
+#define SHARC_LOG(level, expr)                                                     \
+  do {                                                                             \
+    if (::sharc::core::logEnabled(::sharc::core::LogLevel::level)) {               \
+      std::ostringstream sharc_log_os_;                                            \
+      sharc_log_os_ << expr;                                                       \
       ::sharc::core::logLine(::sharc::core::LogLevel::level, sharc_log_os_.str()); \
-    }                                                            \
+    }                                                                              \
   } while (0)
 #define SHARC_WARN(expr) SHARC_LOG(Warn, expr)
 #define SHARC_INFO(expr) SHARC_LOG(Info, expr)

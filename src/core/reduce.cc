@@ -402,8 +402,8 @@ ReduceIsa selectedIsa() noexcept {
   return isa;
 }
 
-void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t count,
-                DataType type, RedOp op) {
+void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t count, DataType type,
+                RedOp op) {
   if (count == 0) return;
   if (useAvx2(isa, type)) {
     avx2::reduce16(dst, a, b, count, type, op);
@@ -412,8 +412,7 @@ void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t c
   }
 }
 
-void finishAverageWith(ReduceIsa isa, void* data, size_t count, DataType type,
-                       uint64_t divisor) {
+void finishAverageWith(ReduceIsa isa, void* data, size_t count, DataType type, uint64_t divisor) {
   // Division by 1 is the identity; by 0 is undefined (callers pass the rank count >= 1).
   if (count == 0 || divisor <= 1) return;
   if (useAvx2(isa, type)) {

@@ -1,10 +1,9 @@
 // Element-wise reduction kernels for host memory. Internal to sharc (not installed).
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <sharc/types.hpp>
 
 namespace sharc::core {
 

@@ -148,8 +148,8 @@ struct Bf16Codec {
   [[gnu::always_inline]] static void storePair(uint16_t* p, __m256 lo, __m256 hi) noexcept {
     // Even 16-bit words from lo's high halves (shifted down), odd words from hi's high halves.
     constexpr bool kSel = Op::kSelects;
-    const __m256i w = _mm256_blend_epi16(_mm256_srli_epi32(narrowHigh<kSel>(lo), 16),
-                                         narrowHigh<kSel>(hi), 0xAA);
+    const __m256i w =
+        _mm256_blend_epi16(_mm256_srli_epi32(narrowHigh<kSel>(lo), 16), narrowHigh<kSel>(hi), 0xAA);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), w);
   }
   template <typename Op>

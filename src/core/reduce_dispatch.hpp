@@ -6,10 +6,9 @@
 // implementation must produce identical bits for identical inputs, NaN payloads included.
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <sharc/types.hpp>
 
 namespace sharc::core {
 
@@ -26,10 +25,9 @@ ReduceIsa selectedIsa() noexcept;
 
 /// reduce() / finishAverage() through the given implementation. An unavailable `isa` falls
 /// back to Baseline (never an illegal instruction).
-void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t count,
-                DataType type, RedOp op);
-void finishAverageWith(ReduceIsa isa, void* data, size_t count, DataType type,
-                       uint64_t divisor);
+void reduceWith(ReduceIsa isa, void* dst, const void* a, const void* b, size_t count, DataType type,
+                RedOp op);
+void finishAverageWith(ReduceIsa isa, void* data, size_t count, DataType type, uint64_t divisor);
 
 namespace avx2 {
 // Implemented in reduce_avx2.cc, which is compiled with -mavx2 -mf16c on x86-64 and empty

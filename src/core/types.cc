@@ -1,13 +1,16 @@
-#include <sharc/types.hpp>
-
 #include <algorithm>
 #include <cctype>
+#include <sharc/types.hpp>
 #include <string>
 
 namespace sharc {
 
-bool isValid(DataType type) noexcept { return static_cast<int>(type) < kNumDataTypes; }
-bool isValid(RedOp op) noexcept { return static_cast<int>(op) < kNumRedOps; }
+bool isValid(DataType type) noexcept {
+  return static_cast<int>(type) < kNumDataTypes;
+}
+bool isValid(RedOp op) noexcept {
+  return static_cast<int>(op) < kNumRedOps;
+}
 
 size_t dataTypeSize(DataType type) noexcept {
   switch (type) {
@@ -67,15 +70,12 @@ std::optional<DataType> parseDataType(std::string_view name) noexcept {
     DataType type;
   };
   static constexpr Alias kAliases[] = {
-      {"int8", DataType::Int8},       {"char", DataType::Int8},
-      {"uint8", DataType::Uint8},     {"int32", DataType::Int32},
-      {"int", DataType::Int32},       {"uint32", DataType::Uint32},
-      {"int64", DataType::Int64},     {"uint64", DataType::Uint64},
-      {"float16", DataType::Float16}, {"half", DataType::Float16},
-      {"fp16", DataType::Float16},    {"float32", DataType::Float32},
-      {"float", DataType::Float32},   {"fp32", DataType::Float32},
-      {"float64", DataType::Float64}, {"double", DataType::Float64},
-      {"fp64", DataType::Float64},    {"bfloat16", DataType::BFloat16},
+      {"int8", DataType::Int8},      {"char", DataType::Int8},     {"uint8", DataType::Uint8},
+      {"int32", DataType::Int32},    {"int", DataType::Int32},     {"uint32", DataType::Uint32},
+      {"int64", DataType::Int64},    {"uint64", DataType::Uint64}, {"float16", DataType::Float16},
+      {"half", DataType::Float16},   {"fp16", DataType::Float16},  {"float32", DataType::Float32},
+      {"float", DataType::Float32},  {"fp32", DataType::Float32},  {"float64", DataType::Float64},
+      {"double", DataType::Float64}, {"fp64", DataType::Float64},  {"bfloat16", DataType::BFloat16},
       {"bf16", DataType::BFloat16},
   };
   try {

@@ -18,7 +18,9 @@ void cmaAllowPeers() {
 #endif
 }
 
-uint64_t cmaProbeAddress() { return reinterpret_cast<uint64_t>(&kProbeWord); }
+uint64_t cmaProbeAddress() {
+  return reinterpret_cast<uint64_t>(&kProbeWord);
+}
 
 bool cmaProbe(pid_t pid, uint64_t address) {
   uint64_t value = 0;
@@ -40,6 +42,25 @@ std::string cmaRead(pid_t pid, uint64_t remoteAddress, void* local, size_t bytes
     dst += got;
     remoteAddress += static_cast<uint64_t>(got);
     bytes -= static_cast<size_t>(got);
+  }
+  return "";
+}
+
+std::string cmaWrite(pid_t pid, uint64_t remoteAddress, const void* local, size_t bytes) {
+  const auto* src = static_cast<const char*>(local);
+  while (bytes > 0) {
+    iovec l{const_cast<char*>(src), bytes};
+    iovec r{reinterpret_cast<void*>(remoteAddress), bytes};
+    const ssize_t put = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      return std::string("process_vm_writev to pid ") + std::to_string(pid) + ": " +
+             std::strerror(errno);
+    }
+    if (put == 0) return "process_vm_writev to pid " + std::to_string(pid) + ": wrote 0 bytes";
+    src += put;
+    remoteAddress += static_cast<uint64_t>(put);
+    bytes -= static_cast<size_t>(put);
   }
   return "";
 }

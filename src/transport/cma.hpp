@@ -25,4 +25,7 @@ bool cmaProbe(pid_t pid, uint64_t address);
 /// else a message with the system error (hot path: no exceptions).
 std::string cmaRead(pid_t pid, uint64_t remoteAddress, void* local, size_t bytes);
 
+/// Copies `bytes` from `local` to `remoteAddress` in process `pid` (process_vm_writev).
+std::string cmaWrite(pid_t pid, uint64_t remoteAddress, const void* local, size_t bytes);
+
 }  // namespace sharc::transport

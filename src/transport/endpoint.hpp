@@ -3,11 +3,10 @@
 // fabric_endpoint.cc; a shared-memory or GPU transport plugs in behind the same interface.
 #pragma once
 
-#include <sharc/error.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <sharc/error.hpp>
 #include <string>
 #include <vector>
 
@@ -67,8 +66,8 @@ class Endpoint {
 
 /// What the provider selection decided.
 struct EndpointOptions {
-  std::string provider;  ///< exact provider name; empty: automatic
-  bool allLocal = false; ///< every peer runs on this host (shm and loopback become candidates)
+  std::string provider;   ///< exact provider name; empty: automatic
+  bool allLocal = false;  ///< every peer runs on this host (shm and loopback become candidates)
 };
 
 /// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the

@@ -1,10 +1,10 @@
 #include "fabric.hpp"
 
+#include <rdma/fi_errno.h>
+
 #include <sharc/error.hpp>
 
 #include "core/log.hpp"
-
-#include <rdma/fi_errno.h>
 
 namespace sharc::transport {
 

@@ -1,11 +1,4 @@
 // The libfabric Endpoint: one RDM endpoint, one tagged completion queue, one address vector.
-#include "endpoint.hpp"
-#include "fabric.hpp"
-#include "mr_cache.hpp"
-#include "provider.hpp"
-
-#include "core/log.hpp"
-
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -13,6 +6,12 @@
 #include <rdma/fi_tagged.h>
 
 #include <optional>
+
+#include "core/log.hpp"
+#include "endpoint.hpp"
+#include "fabric.hpp"
+#include "mr_cache.hpp"
+#include "provider.hpp"
 
 namespace sharc::transport {
 namespace {
@@ -63,8 +62,8 @@ class FabricEndpoint final : public Endpoint {
     maxMsg_ = info_->ep_attr->max_msg_size;
     injectSize_ = info_->tx_attr ? info_->tx_attr->inject_size : 0;
     SHARC_INFO("transport: provider " << provider_ << ", fabric " << info_->fabric_attr->name
-                                      << ", domain " << info_->domain_attr->name
-                                      << ", max message " << maxMsg_ << " B, "
+                                      << ", domain " << info_->domain_attr->name << ", max message "
+                                      << maxMsg_ << " B, "
                                       << (mrCache_ ? "local MR required" : "no local MR"));
   }
 
@@ -113,8 +112,7 @@ class FabricEndpoint final : public Endpoint {
     return postResult(rc, "fi_tsend");
   }
 
-  PostStatus postRecv(uint64_t tag, uint64_t ignore, void* buf, size_t len,
-                      Transfer& t) override {
+  PostStatus postRecv(uint64_t tag, uint64_t ignore, void* buf, size_t len, Transfer& t) override {
     if (len == 0) buf = &zeroByte_;
     void* desc = nullptr;
     if (!describe(buf, len, desc)) return PostStatus::Failed;

@@ -34,8 +34,8 @@ bool MrCache::descriptor(const void* buf, size_t len, void*& desc, std::string& 
   const uintptr_t end = (hi + pageSize() - 1) & ~(pageSize() - 1);
   invalidate(reinterpret_cast<const void*>(start), end - start);
   fid_mr* raw = nullptr;
-  const int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(start), end - start,
-                           FI_SEND | FI_RECV, 0, nextKey_++, 0, &raw, nullptr);
+  const int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(start), end - start, FI_SEND | FI_RECV,
+                           0, nextKey_++, 0, &raw, nullptr);
   if (rc != 0) {
     error = fiErrorMessage("fi_mr_reg", rc);
     return false;

@@ -2,12 +2,12 @@
 // efa, verbs) get each page range registered once and reused while it stays in the cache.
 #pragma once
 
-#include "fabric.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <map>
+
+#include "fabric.hpp"
 
 namespace sharc::transport {
 

@@ -1,11 +1,11 @@
 #include "provider.hpp"
 
-#include "core/log.hpp"
-
 #include <rdma/fi_errno.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include "core/log.hpp"
 
 namespace sharc::transport {
 
@@ -28,7 +28,7 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   // We only hand local descriptors to send/recv, so these registration modes are all fine.
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // sharc serialises calls per endpoint
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;          // sharc serialises calls per endpoint
   hints->fabric_attr->prov_name = strdup(provider.c_str());  // freed by fi_freeinfo
 
   fi_info* raw = nullptr;
@@ -41,7 +41,8 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
   const fi_info* chosen = all.get();
   if (preferLoopback && std::getenv("FI_TCP_IFACE") == nullptr) {
     for (const fi_info* it = all.get(); it != nullptr; it = it->next) {
-      if (it->domain_attr && it->domain_attr->name && std::strcmp(it->domain_attr->name, "lo") == 0) {
+      if (it->domain_attr && it->domain_attr->name &&
+          std::strcmp(it->domain_attr->name, "lo") == 0) {
         chosen = it;
         break;
       }

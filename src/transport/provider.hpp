@@ -1,11 +1,11 @@
 // Choosing a libfabric provider: the user's choice, else the best one this host offers.
 #pragma once
 
-#include "endpoint.hpp"
-#include "fabric.hpp"
-
 #include <string>
 #include <vector>
+
+#include "endpoint.hpp"
+#include "fabric.hpp"
 
 namespace sharc::transport {
 

@@ -1,7 +1,5 @@
 #include "multiprocess.hpp"
 
-#include <sharc/communicator.hpp>
-
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -9,9 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <sharc/communicator.hpp>
 #include <sstream>
 #include <thread>
 
@@ -125,8 +124,10 @@ std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& 
     const int r = std::atoi(line.c_str() + 5);
     const bool allowed =
         std::find(options.mayFail.begin(), options.mayFail.end(), r) != options.mayFail.end();
-    if (allowed) std::printf("(allowed) %s\n", line.c_str());
-    else ADD_FAILURE() << line;
+    if (allowed)
+      std::printf("(allowed) %s\n", line.c_str());
+    else
+      ADD_FAILURE() << line;
   }
   return status;
 }

@@ -14,8 +14,8 @@ namespace sharc::testing {
 enum class Rendezvous { Environment, UniqueIdFromParent };
 
 struct RunOptions {
-  std::chrono::seconds timeout{180};            ///< the parent kills every rank after this
-  std::map<std::string, std::string> env;       ///< extra environment for the ranks
+  std::chrono::seconds timeout{180};       ///< the parent kills every rank after this
+  std::map<std::string, std::string> env;  ///< extra environment for the ranks
   Rendezvous rendezvous = Rendezvous::Environment;
   /// Ranks that are expected to exit with a failure (e.g. a rank told to die); others must pass.
   std::vector<int> mayFail;

@@ -35,9 +35,12 @@ uint16_t exactBf16(double v) {
 double decodeHalf(uint16_t h) {
   const int sign = h >> 15, e = (h >> 10) & 31, m = h & 1023;
   double v;
-  if (e == 0) v = std::ldexp(m, -24);
-  else if (e == 31) v = m ? NAN : INFINITY;
-  else v = std::ldexp(1024 + m, e - 25);
+  if (e == 0)
+    v = std::ldexp(m, -24);
+  else if (e == 31)
+    v = m ? NAN : INFINITY;
+  else
+    v = std::ldexp(1024 + m, e - 25);
   return sign ? -v : v;
 }
 double decodeBf16(uint16_t b) {
@@ -47,8 +50,10 @@ double decodeBf16(uint16_t b) {
   return f;
 }
 double ulp(DataType t, double x) {
-  const int bits = t == DataType::Float16 ? 10 : t == DataType::BFloat16 ? 7
-                 : t == DataType::Float32 ? 23 : 52;
+  const int bits = t == DataType::Float16    ? 10
+                   : t == DataType::BFloat16 ? 7
+                   : t == DataType::Float32  ? 23
+                                             : 52;
   int exp = 0;
   std::frexp(x == 0 ? 1.0 : std::fabs(x), &exp);
   return std::ldexp(1.0, exp - 1 - bits);
@@ -64,7 +69,7 @@ double inputValue(DataType type, RedOp op, int rank, size_t i) {
     return kProd[h % 4];
   }
   if (isUnsigned(type)) return static_cast<double>(h % 9);  // 0..8
-  return static_cast<double>(h % 9) - 4;                     // -4..4
+  return static_cast<double>(h % 9) - 4;                    // -4..4
 }
 
 void fillInput(void* buf, DataType type, RedOp op, int rank, size_t first, size_t count) {

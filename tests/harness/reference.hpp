@@ -1,9 +1,8 @@
 // Test data and float64 references, written independently of sharc's own kernels.
 #pragma once
 
-#include <sharc/types.hpp>
-
 #include <cstddef>
+#include <sharc/types.hpp>
 #include <string>
 
 namespace sharc::testing {

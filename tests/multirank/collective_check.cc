@@ -1,10 +1,10 @@
 #include "collective_check.hpp"
 
-#include "reference.hpp"
-
 #include <cstring>
 #include <sstream>
 #include <vector>
+
+#include "reference.hpp"
 
 namespace sharc::testing {
 
@@ -71,7 +71,8 @@ std::string runAndCheck(Communicator& comm, Coll coll, DataType type, RedOp op, 
       expected = expectedReduce(type, op, n, k);
     }
     const double got = loadElement(recv, type, k);
-    if (!matches(got, expected, type, op) && bad++ < 5) errors << describeMismatch(k, got, expected) << "; ";
+    if (!matches(got, expected, type, op) && bad++ < 5)
+      errors << describeMismatch(k, got, expected) << "; ";
   }
   if (!inPlace || coll == Coll::AllGather || coll == Coll::AllReduce || coll == Coll::Broadcast) {
     for (size_t g = 0; g < kGuard; ++g) {

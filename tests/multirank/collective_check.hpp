@@ -3,7 +3,6 @@
 #pragma once
 
 #include <sharc/communicator.hpp>
-
 #include <string>
 
 namespace sharc::testing {

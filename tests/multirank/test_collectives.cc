@@ -1,21 +1,19 @@
 // Every collective x type x op x count x in/out-of-place, over real processes and real
 // libfabric providers, checked against the float64 reference.
-#include "collective_check.hpp"
-#include "multiprocess.hpp"
-
-#include <sharc/communicator.hpp>
-
 #include <gtest/gtest.h>
 
+#include <sharc/communicator.hpp>
 #include <tuple>
+
+#include "collective_check.hpp"
+#include "multiprocess.hpp"
 
 namespace sharc::testing {
 namespace {
 
-const DataType kAllTypes[] = {DataType::Int8,   DataType::Uint8,   DataType::Int32,
-                              DataType::Uint32, DataType::Int64,   DataType::Uint64,
-                              DataType::Float16, DataType::Float32, DataType::Float64,
-                              DataType::BFloat16};
+const DataType kAllTypes[] = {
+    DataType::Int8,   DataType::Uint8,   DataType::Int32,   DataType::Uint32,  DataType::Int64,
+    DataType::Uint64, DataType::Float16, DataType::Float32, DataType::Float64, DataType::BFloat16};
 const RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
 
 using Param = std::tuple<std::string, int>;  // provider, world size
@@ -34,47 +32,63 @@ class Collectives : public ::testing::TestWithParam<Param> {
 
 // Every type and op at counts 0, 1 and odd; the algorithm the selector picks for them.
 TEST_P(Collectives, EveryTypeAndOpSmallCounts) {
-  runRanks(std::get<1>(GetParam()), [](const RankContext&) {
-    auto comm = Communicator::createFromEnvironment();
-    for (size_t count : {size_t{0}, size_t{1}, size_t{37}}) {
-      for (DataType t : kAllTypes) {
-        for (bool inPlace : {false, true}) {
-          EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, t, RedOp::Sum, count, inPlace), "");
-          EXPECT_EQ(runAndCheck(*comm, Coll::Broadcast, t, RedOp::Sum, count, inPlace,
-                                comm->size() - 1), "");
-          for (RedOp op : kAllOps) {
-            EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, t, op, count, inPlace), "");
-            EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, t, op, count, inPlace), "");
+  runRanks(
+      std::get<1>(GetParam()),
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        for (size_t count : {size_t{0}, size_t{1}, size_t{37}}) {
+          for (DataType t : kAllTypes) {
+            for (bool inPlace : {false, true}) {
+              EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, t, RedOp::Sum, count, inPlace), "");
+              EXPECT_EQ(runAndCheck(*comm, Coll::Broadcast, t, RedOp::Sum, count, inPlace,
+                                    comm->size() - 1),
+                        "");
+              for (RedOp op : kAllOps) {
+                EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, t, op, count, inPlace), "");
+                EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, t, op, count, inPlace), "");
+              }
+            }
           }
         }
-      }
-    }
-  }, options());
+      },
+      options());
 }
 
 // ~1M elements: the pipelined ring with several chunks per block.
 TEST_P(Collectives, LargeCounts) {
-  runRanks(std::get<1>(GetParam()), [](const RankContext&) {
-    auto comm = Communicator::createFromEnvironment();
-    const size_t large = (size_t{1} << 20) / comm->size() + 3;  // odd, uneven AllReduce blocks
-    for (bool inPlace : {false, true}) {
-      EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, large, inPlace), "");
-      EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::Float32, RedOp::Sum, large, inPlace), "");
-      EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::BFloat16, RedOp::Avg, large, inPlace), "");
-      EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum, large * 2 + 1, inPlace), "");
-      EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Int64, RedOp::Max, large, inPlace), "");
-    }
-    comm->barrier();
-  }, options());
+  runRanks(
+      std::get<1>(GetParam()),
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        const size_t large = (size_t{1} << 20) / comm->size() + 3;  // odd, uneven AllReduce blocks
+        for (bool inPlace : {false, true}) {
+          EXPECT_EQ(
+              runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, large, inPlace),
+              "");
+          EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::Float32, RedOp::Sum, large,
+                                inPlace),
+                    "");
+          EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::BFloat16, RedOp::Avg, large,
+                                inPlace),
+                    "");
+          EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum,
+                                large * 2 + 1, inPlace),
+                    "");
+          EXPECT_EQ(
+              runAndCheck(*comm, Coll::AllReduce, DataType::Int64, RedOp::Max, large, inPlace), "");
+        }
+        comm->barrier();
+      },
+      options());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Providers, Collectives,
-    ::testing::Combine(::testing::Values("tcp;ofi_rxm", "shm"), ::testing::Values(1, 2, 3, 4, 7, 8)),
-    [](const ::testing::TestParamInfo<Param>& info) {
-      std::string p = std::get<0>(info.param) == "shm" ? "shm" : "tcp";
-      return p + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
-    });
+INSTANTIATE_TEST_SUITE_P(Providers, Collectives,
+                         ::testing::Combine(::testing::Values("tcp;ofi_rxm", "shm"),
+                                            ::testing::Values(1, 2, 3, 4, 7, 8)),
+                         [](const ::testing::TestParamInfo<Param>& info) {
+                           std::string p = std::get<0>(info.param) == "shm" ? "shm" : "tcp";
+                           return p + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
 
 // Each algorithm forced by SHARC_ALGO, with tiny chunks so the ring pipelines many of them.
 using AlgoParam = std::tuple<std::string, int>;  // algorithm, world size
@@ -85,20 +99,24 @@ TEST_P(ForcedAlgorithm, MatchesReference) {
   o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
   o.env["SHARC_ALGO"] = std::get<0>(GetParam());
   o.env["SHARC_CHUNK_BYTES"] = "4096";
-  runRanks(std::get<1>(GetParam()), [](const RankContext&) {
-    auto comm = Communicator::createFromEnvironment();
-    for (size_t count : {size_t{1}, size_t{5}, size_t{3001}}) {
-      for (DataType t : {DataType::Float32, DataType::BFloat16, DataType::Int8, DataType::Float64}) {
-        for (bool inPlace : {false, true}) {
-          EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, t, RedOp::Sum, count, inPlace), "");
-          for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min}) {
-            EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, t, op, count, inPlace), "");
-            EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, t, op, count, inPlace), "");
+  runRanks(
+      std::get<1>(GetParam()),
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        for (size_t count : {size_t{1}, size_t{5}, size_t{3001}}) {
+          for (DataType t :
+               {DataType::Float32, DataType::BFloat16, DataType::Int8, DataType::Float64}) {
+            for (bool inPlace : {false, true}) {
+              EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, t, RedOp::Sum, count, inPlace), "");
+              for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Min}) {
+                EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, t, op, count, inPlace), "");
+                EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, t, op, count, inPlace), "");
+              }
+            }
           }
         }
-      }
-    }
-  }, o);
+      },
+      o);
 }
 
 // Uneven blocks (count not divisible by the ranks) with many chunks, repeated: chunks of
@@ -108,14 +126,18 @@ TEST(RingAllReduce, UnevenBlocksManyChunksRepeated) {
   o.env["SHARC_ALGO"] = "allreduce:ring";
   o.env["SHARC_CHUNK_BYTES"] = "4096";
   for (int n : {3, 5, 7}) {
-    runRanks(n, [](const RankContext&) {
-      auto comm = Communicator::createFromEnvironment();
-      for (int iter = 0; iter < 5; ++iter)
-        for (size_t count : {size_t{3001}, size_t{10007}})
-          for (bool inPlace : {false, true})
-            ASSERT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float64, RedOp::Sum, count,
-                                  inPlace), "");
-    }, o);
+    runRanks(
+        n,
+        [](const RankContext&) {
+          auto comm = Communicator::createFromEnvironment();
+          for (int iter = 0; iter < 5; ++iter)
+            for (size_t count : {size_t{3001}, size_t{10007}})
+              for (bool inPlace : {false, true})
+                ASSERT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float64, RedOp::Sum, count,
+                                      inPlace),
+                          "");
+        },
+        o);
   }
 }
 
@@ -124,21 +146,29 @@ TEST(OneHost, WithoutSingleCopyReads) {
   RunOptions o;
   o.env["SHARC_CMA"] = "0";
   o.env["SHARC_FI_PROVIDER"] = "shm";
-  runRanks(3, [](const RankContext&) {
-    auto comm = Communicator::createFromEnvironment();
-    const size_t large = (size_t{1} << 19) + 7;
-    EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, large, false), "");
-    EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::BFloat16, RedOp::Sum, large, true), "");
-  }, o);
+  runRanks(
+      3,
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        const size_t large = (size_t{1} << 19) + 7;
+        EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, large, false),
+                  "");
+        EXPECT_EQ(
+            runAndCheck(*comm, Coll::ReduceScatter, DataType::BFloat16, RedOp::Sum, large, true),
+            "");
+      },
+      o);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Algorithms, ForcedAlgorithm,
-    ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck", "direct", "direct_read"),
-                       ::testing::Values(2, 3, 4, 5, 8)),
-    [](const ::testing::TestParamInfo<AlgoParam>& info) {
-      return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
-    });
+INSTANTIATE_TEST_SUITE_P(Algorithms, ForcedAlgorithm,
+                         ::testing::Combine(::testing::Values("ring", "recursive_doubling", "bruck",
+                                                              "direct", "direct_read",
+                                                              "direct_write"),
+                                            ::testing::Values(2, 3, 4, 5, 8)),
+                         [](const ::testing::TestParamInfo<AlgoParam>& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
 
 }  // namespace
 }  // namespace sharc::testing

@@ -1,8 +1,8 @@
 // Built against an installed sharc: one rank, one AllReduce, through the public headers only.
-#include <sharc/communicator.hpp>
 #include <sharc/sharc.h>
 
 #include <cstdio>
+#include <sharc/communicator.hpp>
 
 int main() {
   auto comm = sharc::Communicator::createFromEnvironment();

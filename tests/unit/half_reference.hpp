@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
-#include <vector>
-
-#include <sharc/types.hpp>
-
 #include <cstdio>
+#include <limits>
+#include <sharc/types.hpp>
 #include <string>
+#include <vector>
 
 namespace sharc::core::testref {
 
@@ -34,7 +32,6 @@ inline std::vector<RedOp> allOps() {
   for (int o = 0; o < kNumRedOps; ++o) v.push_back(static_cast<RedOp>(o));
   return v;
 }
-
 
 struct Format {
   int mant_bits;  // stored mantissa bits

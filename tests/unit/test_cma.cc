@@ -1,11 +1,11 @@
 // Cross-memory attach helpers: probing, reading, and clear errors.
-#include "transport/cma.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <vector>
+
+#include "transport/cma.hpp"
 
 namespace sharc::transport {
 namespace {

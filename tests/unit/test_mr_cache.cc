@@ -1,14 +1,14 @@
 // The registration cache against a real libfabric domain (tcp on loopback registers memory
 // even though it does not require it).
-#include "transport/mr_cache.hpp"
-#include "transport/provider.hpp"
-
 #include <gtest/gtest.h>
 #include <rdma/fi_domain.h>
 
 #include <cstdlib>
 #include <memory>
 #include <vector>
+
+#include "transport/mr_cache.hpp"
+#include "transport/provider.hpp"
 
 namespace sharc::transport {
 namespace {

@@ -1,10 +1,10 @@
 // The pure rank/offset math of every algorithm, checked by simulating the data movement.
-#include "algorithms/patterns.hpp"
-
 #include <gtest/gtest.h>
 
 #include <set>
 #include <vector>
+
+#include "algorithms/patterns.hpp"
 
 namespace sharc::algo {
 namespace {
@@ -162,8 +162,10 @@ TEST(Patterns, BinomialTreeSpansAllRanks) {
         }
       }
       for (int r = 0; r < n; ++r) {
-        if (r == root) EXPECT_EQ(binomialParent(r, n, root), -1);
-        else EXPECT_EQ(parentSeen[r], binomialParent(r, n, root));
+        if (r == root)
+          EXPECT_EQ(binomialParent(r, n, root), -1);
+        else
+          EXPECT_EQ(parentSeen[r], binomialParent(r, n, root));
       }
     }
   }

@@ -30,7 +30,6 @@ namespace {
 
 using namespace testref;
 
-
 // ---- per-type test codecs: storage type, exact decode to double, reference rounding ------
 
 template <Format F>
@@ -142,9 +141,7 @@ bool matches(typename C::T got, typename C::T want, RedOp op) {
   return C::bits(got) == C::bits(want);
 }
 
-
 // ---- the type x op x size x aliasing sweep -----------------------------------------------
-
 
 constexpr size_t kSizes[] = {0, 1, 7, 1023, 4099};
 
@@ -234,7 +231,6 @@ TEST_P(ReduceSweep, MatchesReferenceForAllSizesAndAliasing) {
   const RedOp op = std::get<1>(GetParam());
   withCodec(type, [&]<typename C>() { sweep<C>(type, op); });
 }
-
 
 INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceSweep,
                          testing::Combine(testing::ValuesIn(allTypes()),

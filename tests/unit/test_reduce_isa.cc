@@ -25,7 +25,6 @@
 namespace sharc::core {
 namespace {
 
-
 using namespace testref;
 
 // ---- instruction-set variants: bit-identical to the baseline -----------------------------
@@ -46,7 +45,7 @@ void fillIsaInputs(std::vector<uint16_t>& a, std::vector<uint16_t>& b, Format f,
       case 0: return sign | inf | (1 + rng() % mant_mask);  // NaN
       case 1: return sign | inf;
       case 2: return sign | (rng() % 3 == 0 ? 0u : (rng() & mant_mask));  // zero or subnormal
-      case 3: return sign | (inf - 1 - rng() % 4);                         // largest finite
+      case 3: return sign | (inf - 1 - rng() % 4);                        // largest finite
       default: return static_cast<uint32_t>(rng());
     }
   };
@@ -200,8 +199,7 @@ TEST(Reduce, Packed16SumProdNaNIsFirstOperand) {
 
 TEST(ReduceDispatch, SelectsTheBestAvailableIsa) {
   EXPECT_TRUE(isaAvailable(ReduceIsa::Baseline));
-  EXPECT_EQ(selectedIsa(),
-            isaAvailable(ReduceIsa::Avx2) ? ReduceIsa::Avx2 : ReduceIsa::Baseline);
+  EXPECT_EQ(selectedIsa(), isaAvailable(ReduceIsa::Avx2) ? ReduceIsa::Avx2 : ReduceIsa::Baseline);
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   // GCC knows "f16c" (clang 14 does not): on this build, the AVX2 kernels must be picked
   // whenever the CPU can run them.

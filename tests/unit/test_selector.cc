@@ -1,8 +1,8 @@
-#include "algorithms/selector.hpp"
+#include <gtest/gtest.h>
 
 #include <sharc/error.hpp>
 
-#include <gtest/gtest.h>
+#include "algorithms/selector.hpp"
 
 namespace sharc::algo {
 namespace {
@@ -29,7 +29,7 @@ TEST(Selector, OneHostPrefersDirectAllGather) {
   const AlgorithmOverride none;
   const Locality host = Locality::OneHost, cma = Locality::OneHostSingleCopy;
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, host), Algorithm::Direct);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none, cma), Algorithm::DirectWrite);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, cma), Algorithm::DirectRead);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, 4, none, host), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 20, 4, none, cma), Algorithm::DirectRead);
@@ -38,7 +38,7 @@ TEST(Selector, OneHostPrefersDirectAllGather) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, host), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, cma), Algorithm::DirectRead);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, cma), Algorithm::DirectWrite);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, host),
             Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, AlgorithmOverride::parse("direct")),
@@ -51,8 +51,7 @@ TEST(Selector, OverrideForcesTheChoice) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 8, 4, all), Algorithm::Ring);
   const auto some = AlgorithmOverride::parse("allgather:bruck,allreduce:rd");
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 24, 4, some), Algorithm::Bruck);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 24, 4, some),
-            Algorithm::RecursiveDoubling);
+  EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 24, 4, some), Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 24, 4, some), Algorithm::Ring);
   EXPECT_FALSE(AlgorithmOverride::parse("").allGather.has_value());
 }
