@@ -8,6 +8,14 @@ namespace sharc {
 namespace detail {
 namespace {
 
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 bool finished(const RequestState& r) {
   return r.status != RequestState::Status::Pending;
 }
@@ -31,18 +39,22 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
       moved = engine.progressLocked();
       if (finished(r)) break;
     }
-    // Spin briefly, then yield: ranks often outnumber cores, and the peer we wait for needs
-    // the CPU to make progress. Long waits sleep a little to stop burning a core; with more
-    // ranks than CPUs they sleep much sooner, since spinning then steals the peers' cores.
+    // Spin, then yield, then sleep. With a core per rank, spinning (no system call) notices a
+    // peer's message soonest. With more ranks than CPUs, the peer we wait for needs our core:
+    // yield almost at once and sleep soon, since spinning then only steals the peers' time.
     if (moved) {
       idle = 0;
-    } else if (++idle > 64) {
+    } else {
+      ++idle;
+      const int spinFor = engine.oversubscribed ? 64 : 4096;
       const int sleepAfter = engine.oversubscribed ? 256 : 20000;
       if (idle > sleepAfter) {
         const timespec ts{0, engine.oversubscribed ? 20000 : 50000};
         nanosleep(&ts, nullptr);
-      } else {
+      } else if (idle > spinFor) {
         sched_yield();
+      } else {
+        cpuRelax();
       }
     }
     if (bounded && (idle & 255) == 0 && Clock::now() > deadline)
