@@ -8,14 +8,6 @@ namespace sharc {
 namespace detail {
 namespace {
 
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 bool finished(const RequestState& r) {
   return r.status != RequestState::Status::Pending;
 }
@@ -39,22 +31,18 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
       moved = engine.progressLocked();
       if (finished(r)) break;
     }
-    // Spin, then yield, then sleep. With a core per rank, spinning (no system call) notices a
-    // peer's message soonest. With more ranks than CPUs, the peer we wait for needs our core:
-    // yield almost at once and sleep soon, since spinning then only steals the peers' time.
+    // Spin briefly, then yield: ranks often outnumber cores, and the peer we wait for needs
+    // the CPU to make progress. Long waits sleep a little to stop burning a core; with more
+    // ranks than CPUs they sleep much sooner, since spinning then steals the peers' cores.
     if (moved) {
       idle = 0;
-    } else {
-      ++idle;
-      const int spinFor = engine.oversubscribed ? 64 : 4096;
+    } else if (++idle > 64) {
       const int sleepAfter = engine.oversubscribed ? 256 : 20000;
       if (idle > sleepAfter) {
         const timespec ts{0, engine.oversubscribed ? 20000 : 50000};
         nanosleep(&ts, nullptr);
-      } else if (idle > spinFor) {
-        sched_yield();
       } else {
-        cpuRelax();
+        sched_yield();
       }
     }
     if (bounded && (idle & 255) == 0 && Clock::now() > deadline)
