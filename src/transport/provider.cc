@@ -38,16 +38,23 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
     return nullptr;
   }
   FiInfoPtr all(raw);
+  // The provider lists one entry per interface and address family. Score them: the loopback
+  // domain only when every rank is on this host (else it is unreachable for the peers), the
+  // interface FI_TCP_IFACE names if set, and IPv4 over IPv6 (an IPv6 link-local address
+  // cannot be connected to without its scope, which the peers' address vectors lack).
+  const char* iface = std::getenv("FI_TCP_IFACE");
+  auto score = [&](const fi_info* it) {
+    const char* domain = it->domain_attr && it->domain_attr->name ? it->domain_attr->name : "";
+    const bool loopback = std::strcmp(domain, "lo") == 0;
+    int sc = 0;
+    if (iface != nullptr && std::strcmp(domain, iface) == 0) sc += 8;
+    if (loopback) sc += preferLoopback && iface == nullptr ? 4 : -16;
+    if (it->addr_format == FI_SOCKADDR_IN) sc += 2;
+    return sc;
+  };
   const fi_info* chosen = all.get();
-  if (preferLoopback && std::getenv("FI_TCP_IFACE") == nullptr) {
-    for (const fi_info* it = all.get(); it != nullptr; it = it->next) {
-      if (it->domain_attr && it->domain_attr->name &&
-          std::strcmp(it->domain_attr->name, "lo") == 0) {
-        chosen = it;
-        break;
-      }
-    }
-  }
+  for (const fi_info* it = all.get(); it != nullptr; it = it->next)
+    if (score(it) > score(chosen)) chosen = it;
   FiInfoPtr one(fi_dupinfo(chosen));
   if (!one) why = provider + ": fi_dupinfo failed";
   return one;

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Emulates a cluster on this machine and runs one command per rank on it.
+#
+#   tools/emulate-cluster.sh [options] -- COMMAND [ARGS...]
+#
+#   --nodes LIST    ranks per node, comma separated (default "2,2": 2 nodes of 2 ranks)
+#   --rate RATE     shape every node's link (tc netem rate, e.g. 2gbit); default unshaped
+#   --delay TIME    one-way delay added on every node's link (e.g. 100us)
+#   --loss PCT      packet loss on every node's link (e.g. 0.1%)
+#   --timeout SEC   kill every rank after SEC seconds (default 300)
+#   --port PORT     rendezvous port on node 0 (default 29517)
+#
+# Each node is a network namespace with one veth link ("eth0") to a bridge that lives in a
+# switch namespace of its own, so no packet can reach the host's networks. Nodes get
+# addresses from 198.18.0.0/24 (RFC 2544's benchmarking range). Every rank starts inside its
+# node's namespace with the environment bootstrap: SHARC_ROOT (node 0, first rank),
+# SHARC_RANK, SHARC_WORLD_SIZE, SHARC_NODE_ID=nodeN and FI_TCP_IFACE=eth0. Ranks are
+# numbered node by node. Rank 0's output goes to stdout; the others' to per-rank logs,
+# which are printed if that rank fails. The namespaces are removed on exit, also when
+# interrupted. Needs root and iproute2; exits 77 (skip) when namespaces cannot be made.
+set -euo pipefail
+
+nodes="2,2"
+rate="" delay="" loss=""
+timeout_s=300
+port=29517
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --nodes) nodes=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
+    --loss) loss=$2; shift 2 ;;
+    --timeout) timeout_s=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "emulate-cluster: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "emulate-cluster: no command given (… -- COMMAND ARGS)" >&2; exit 2; }
+IFS=, read -r -a perNode <<<"$nodes"
+for m in "${perNode[@]}"; do
+  [[ "$m" =~ ^[1-9][0-9]*$ ]] || { echo "emulate-cluster: bad --nodes '$nodes'" >&2; exit 2; }
+done
+(( ${#perNode[@]} <= 250 )) || { echo "emulate-cluster: at most 250 nodes" >&2; exit 2; }
+
+if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
+  echo "emulate-cluster: SKIP: needs root and iproute2 to make network namespaces" >&2
+  exit 77
+fi
+
+tag="shc$$"
+switch="${tag}-sw"
+logdir=$(mktemp -d)
+pids=()
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for ((i = 0; i < ${#perNode[@]}; ++i)); do ip netns del "${tag}-n$i" 2>/dev/null || true; done
+  ip netns del "$switch" 2>/dev/null || true
+  rm -rf "$logdir"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP PIPE
+
+if ! ip netns add "$switch" 2>/dev/null; then
+  echo "emulate-cluster: SKIP: cannot create network namespaces here" >&2
+  exit 77
+fi
+ip -n "$switch" link set lo up
+ip -n "$switch" link add br0 type bridge
+ip -n "$switch" link set br0 up
+
+for ((i = 0; i < ${#perNode[@]}; ++i)); do
+  ns="${tag}-n$i"
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  # Create the pair inside the node, then move one end into the switch.
+  ip -n "$ns" link add eth0 type veth peer name "p$i"
+  ip -n "$ns" link set "p$i" netns "$switch"
+  ip -n "$switch" link set "p$i" master br0 up
+  ip -n "$ns" addr add "198.18.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  if [[ -n "$rate$delay$loss" ]]; then
+    netem=()
+    [[ -n "$delay" ]] && netem+=(delay "$delay")
+    [[ -n "$rate" ]] && netem+=(rate "$rate")
+    [[ -n "$loss" ]] && netem+=(loss "$loss")
+    ip netns exec "$ns" tc qdisc add dev eth0 root netem "${netem[@]}" limit 100000
+  fi
+done
+
+# Wait until every node's link is up (carrier), else libfabric may not list eth0 yet.
+for ((i = 0; i < ${#perNode[@]}; ++i)); do
+  for ((try = 0; try < 100; ++try)); do
+    state=$(ip netns exec "${tag}-n$i" cat /sys/class/net/eth0/operstate 2>/dev/null || true)
+    [[ "$state" == up ]] && break
+    sleep 0.05
+  done
+  [[ "$state" == up ]] || { echo "emulate-cluster: node $i's link did not come up" >&2; exit 1; }
+done
+
+world=0
+for m in "${perNode[@]}"; do world=$((world + m)); done
+rank=0
+for ((i = 0; i < ${#perNode[@]}; ++i)); do
+  for ((j = 0; j < perNode[i]; ++j)); do
+    envs=(SHARC_ROOT="198.18.0.1:$port" SHARC_RANK=$rank SHARC_WORLD_SIZE=$world
+          SHARC_NODE_ID="node$i" FI_TCP_IFACE=eth0 SHARC_SOCKET_IFNAME=eth0)
+    if [[ $rank -eq 0 ]]; then
+      ip netns exec "${tag}-n$i" env "${envs[@]}" timeout -s KILL "$timeout_s" "$@" &
+    else
+      ip netns exec "${tag}-n$i" env "${envs[@]}" timeout -s KILL "$timeout_s" "$@" \
+        >"$logdir/rank$rank.log" 2>&1 &
+    fi
+    pids+=($!)
+    rank=$((rank + 1))
+  done
+done
+
+status=0
+for ((r = 0; r < world; ++r)); do
+  if ! wait "${pids[r]}"; then
+    status=1
+    echo "emulate-cluster: rank $r failed" >&2
+    [[ -f "$logdir/rank$r.log" ]] && sed "s/^/[rank $r] /" "$logdir/rank$r.log" >&2
+  fi
+done
+pids=()
+echo "emulate-cluster: ${#perNode[@]} nodes ($nodes), $world ranks: $([[ $status -eq 0 ]] && echo PASSED || echo FAILED)"
+exit "$status"
