@@ -28,6 +28,22 @@ struct CollArgs {
   size_t chunkBytes = 1 << 20;  ///< pipelining granularity (already capped by the provider)
 };
 
+/// What every builder starts from: `const auto [n, r, elem, block, send, recv] = Frame(s, a);`
+/// (ranks, this rank, element size, bytes per count-sized block, typed buffers).
+struct Frame {
+  Frame(const Schedule& s, const CollArgs& a)
+      : n(s.context().size),
+        r(s.context().rank),
+        elem(dataTypeSize(s.context().type)),
+        block(a.count * elem),
+        send(static_cast<const std::byte*>(a.send)),
+        recv(static_cast<std::byte*>(a.recv)) {}
+  int n, r;
+  size_t elem, block;
+  const std::byte* send;
+  std::byte* recv;
+};
+
 /// Number of chunks each block is cut into: enough for `chunkBytes` pieces, at least 1, and
 /// few enough that steps * chunks slots fit the tag.
 size_t chunksFor(size_t blockBytes, size_t chunkBytes, size_t steps);

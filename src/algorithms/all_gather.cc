@@ -30,11 +30,7 @@ size_t chunksFor(size_t blockBytes, size_t chunkBytes, size_t steps) {
 namespace {
 
 void ringAllGather(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const size_t block = a.count * elem;
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   if (a.send != recv + r * block) s.copy(recv + r * block, a.send, block);
   if (n == 1) return;
   const size_t chunks = chunksFor(block, a.chunkBytes, n - 1);
@@ -58,10 +54,7 @@ void ringAllGather(Schedule& s, const CollArgs& a) {
 }
 
 void recursiveDoublingAllGather(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t block = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   const Schedule::OpId own = s.copy(recv + r * block, a.send, block);
   std::vector<Schedule::OpId> recvs;
   for (int step = 0; (1 << step) < n; ++step) {
@@ -78,10 +71,7 @@ void recursiveDoublingAllGather(Schedule& s, const CollArgs& a) {
 }
 
 void bruckAllGather(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t block = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   // Work in rotated order: work[i] holds block (r + i) mod n.
   std::byte* work = s.scratch(block * n);
   const Schedule::OpId own = s.copy(work, a.send, block);
@@ -114,10 +104,7 @@ void bruckAllGather(Schedule& s, const CollArgs& a) {
 // Every rank sends its block to every other rank at once: no chain of dependent steps, which
 // suits shared memory (single-copy transfers, several ranks per core) and small worlds.
 void directAllGather(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t block = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   const size_t chunks = chunksFor(block, a.chunkBytes, 1);
   for (int k = 1; k < n; ++k) {
     // Staggered peers: at offset k, receive from r - k and send to r + k.

@@ -9,11 +9,7 @@ namespace sharc::algo {
 namespace {
 
 void ringAllReduce(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   if (n == 1) {
     const Schedule::OpId cp = s.copy(recv, send, a.count * elem);
     s.after(s.divide(recv, a.count), cp);
@@ -81,10 +77,8 @@ void ringAllReduce(Schedule& s, const CollArgs& a) {
 }
 
 void recursiveDoublingAllReduce(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t bytes = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
+  const size_t bytes = block;
   const int p = floorPowerOfTwo(n);
   const int extra = n - p;
   Schedule::OpId ready = s.copy(recv, a.send, bytes);

@@ -7,10 +7,8 @@
 namespace sharc::algo {
 
 void buildBroadcast(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t bytes = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
+  const size_t bytes = block;
   if (bytes == 0) return;
   const bool isRoot = r == a.root;
   if (isRoot) s.copy(recv, a.send, bytes);

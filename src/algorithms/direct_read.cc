@@ -60,11 +60,7 @@ void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& 
 }  // namespace
 
 void buildDirectWriteAllGather(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t block = a.count * dataTypeSize(c.type);
-  auto* recv = static_cast<std::byte*>(a.recv);
-  const auto* send = static_cast<const std::byte*>(a.send);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   // Each rank announces its receive buffer; every rank then writes its own block into all the
   // others' buffers and copies it into its own, chunk by chunk, so that each chunk of the send
   // buffer is read from memory once and then from cache. Measured with two processes on this
@@ -104,12 +100,7 @@ void buildDirectWriteAllGather(Schedule& s, const CollArgs& a) {
 }
 
 void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const size_t block = a.count * elem;
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   const Addresses addr = exchangeAddresses(s, a.send, block * n);
   // Chunks small enough to stay in cache between the read and the reduction.
   const size_t chunks = chunksFor(block, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
@@ -139,11 +130,7 @@ void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
 }
 
 void buildDirectReadAllReduce(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   const Range mine = evenBlock(a.count, n, r);
 
   // Phase 1, reduce-scatter: this rank reduces its block from every peer's send buffer.

@@ -8,12 +8,7 @@ namespace sharc::algo {
 namespace {
 
 void ringReduceScatter(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const size_t block = a.count * elem;
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   if (n == 1) {
     const Schedule::OpId cp = s.copy(recv, send, block);
     s.after(s.divide(recv, a.count), cp);  // Avg over one rank divides by 1
@@ -50,12 +45,7 @@ void ringReduceScatter(Schedule& s, const CollArgs& a) {
 }
 
 void recursiveHalvingReduceScatter(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const size_t block = a.count * elem;
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   // work holds the running partials (indexed like the send buffer); each step receives into
   // its own region of tmp so every receive can be posted at once.
   std::byte* work = s.scratch(block * n);
@@ -87,12 +77,7 @@ void recursiveHalvingReduceScatter(Schedule& s, const CollArgs& a) {
 }
 
 void reverseBruckReduceScatter(Schedule& s, const CollArgs& a) {
-  const auto& c = s.context();
-  const int n = c.size, r = c.rank;
-  const size_t elem = dataTypeSize(c.type);
-  const size_t block = a.count * elem;
-  const auto* send = static_cast<const std::byte*>(a.send);
-  auto* recv = static_cast<std::byte*>(a.recv);
+  const auto [n, r, elem, block, send, recv] = Frame(s, a);
   // Rotated copy: work[i] = send block (r + i) mod n.
   std::byte* work = s.scratch(block * n);
   const size_t head = static_cast<size_t>(n - r) * block;
