@@ -18,7 +18,8 @@ void ringAllReduce(Schedule& s, const CollArgs& a) {
   // Blocks may differ by one element; every rank cuts every block into the same chunk count.
   const Range largest = evenBlock(a.count, n, 0);
   const size_t chunks = chunksFor(largest.count * elem, a.chunkBytes, 2 * (n - 1));
-  auto piece = [&](int blk, size_t ch) {
+  // Captured by copy: clang 14 cannot capture structured bindings by reference.
+  auto piece = [&a, chunks, n = n, elem = elem](int blk, size_t ch) {
     const Range b = evenBlock(a.count, n, blk);
     const Range p = evenBlock(b.count, static_cast<int>(chunks), static_cast<int>(ch));
     return Range{(b.offset + p.offset) * elem, p.count};  // byte offset, element count
