@@ -78,77 +78,47 @@ Schedule::OpId Schedule::add(Op op) {
   return id;
 }
 
+// Each builder fills only its kind's fields (designated initialisers, declaration order).
 Schedule::OpId Schedule::send(int peer, uint32_t slot, const void* buf, size_t bytes) {
-  Op op{};
-  op.kind = Kind::Send;
-  op.peer = peer;
-  op.slot = slot;
-  op.src = buf;
-  op.size = bytes;
-  return add(std::move(op));
+  return add({.kind = Kind::Send, .peer = peer, .slot = slot, .src = buf, .size = bytes});
 }
 
 Schedule::OpId Schedule::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
-  Op op{};
-  op.kind = Kind::Recv;
-  op.peer = peer;
-  op.slot = slot;
-  op.dst = buf;
-  op.size = bytes;
-  return add(std::move(op));
+  return add({.kind = Kind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
 }
 
 Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t count) {
-  Op op{};
-  op.kind = Kind::Reduce;
-  op.dst = dst;
-  op.src = a;
-  op.src2 = b;
-  op.size = count;
-  return add(std::move(op));
+  return add({.kind = Kind::Reduce, .dst = dst, .src = a, .src2 = b, .size = count});
 }
 
 Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
-  Op op{};
-  op.kind = Kind::Copy;
-  op.dst = dst;
-  op.src = src;
-  op.size = bytes;
-  return add(std::move(op));
+  return add({.kind = Kind::Copy, .dst = dst, .src = src, .size = bytes});
 }
 
 Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
                                     uint64_t offset, void* dst, size_t bytes) {
-  Op op{};
-  op.expectedLength = expectedLength;
-  op.kind = Kind::RemoteRead;
-  op.peer = peer;
-  op.src = remoteBase;
-  op.remoteOffset = offset;
-  op.dst = dst;
-  op.size = bytes;
-  return add(std::move(op));
+  return add({.kind = Kind::RemoteRead,
+              .peer = peer,
+              .dst = dst,
+              .src = remoteBase,
+              .size = bytes,
+              .remoteOffset = offset,
+              .expectedLength = expectedLength});
 }
 
 Schedule::OpId Schedule::remoteWrite(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
                                      uint64_t offset, const void* src, size_t bytes) {
-  Op op{};
-  op.expectedLength = expectedLength;
-  op.kind = Kind::RemoteWrite;
-  op.peer = peer;
-  op.src2 = remoteBase;
-  op.remoteOffset = offset;
-  op.src = src;
-  op.size = bytes;
-  return add(std::move(op));
+  return add({.kind = Kind::RemoteWrite,
+              .peer = peer,
+              .src = src,
+              .src2 = remoteBase,
+              .size = bytes,
+              .remoteOffset = offset,
+              .expectedLength = expectedLength});
 }
 
 Schedule::OpId Schedule::divide(void* data, size_t count) {
-  Op op{};
-  op.kind = Kind::Divide;
-  op.dst = data;
-  op.size = count;
-  return add(std::move(op));
+  return add({.kind = Kind::Divide, .dst = data, .size = count});
 }
 
 void Schedule::after(OpId op, OpId before) {

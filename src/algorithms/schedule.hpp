@@ -119,8 +119,8 @@ class Schedule final : public transport::TransferOwner {
     size_t size = 0;  // bytes for transfers and copies, elements for reduce/divide
     uint64_t remoteOffset = 0;
     uint64_t expectedLength = 0;
-    std::vector<OpId> dependents;
-    transport::Transfer transfer;
+    std::vector<OpId> dependents{};
+    transport::Transfer transfer{};
   };
   OpId add(Op op);
   void complete(OpId id);
