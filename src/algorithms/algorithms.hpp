@@ -16,6 +16,7 @@ enum class Algorithm {
   DirectWrite,        ///< one host: every rank writes its block straight into its peers
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
+  Hierarchical,       ///< several nodes: within each node, then one ring per local rank index
 };
 const char* algorithmName(Algorithm a);
 

@@ -17,6 +17,7 @@ const char* algorithmName(Algorithm a) {
     case Algorithm::DirectWrite: return "direct_write";
     case Algorithm::BinomialTree: return "binomial_tree";
     case Algorithm::Dissemination: return "dissemination";
+    case Algorithm::Hierarchical: return "hierarchical";
   }
   return "unknown";
 }

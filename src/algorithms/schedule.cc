@@ -195,7 +195,8 @@ bool Schedule::post(OpId id) {
     st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, op.src, op.size, op.transfer);
   } else {
     const uint64_t t = tag::make(tagBase_, static_cast<uint32_t>(op.peer), op.slot);
-    st = ctx_.endpoint->postRecv(t, tag::kSigMask, op.dst, op.size, op.transfer);
+    st = ctx_.endpoint->postRecv((*ctx_.peers)[op.peer], t, tag::kSigMask, op.dst, op.size,
+                                 op.transfer);
   }
   if (st == transport::PostStatus::Retry) return false;
   if (st == transport::PostStatus::Completed) {  // injected: done already

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "node_map.hpp"
 #include "tag.hpp"
 #include "transport/endpoint.hpp"
 
@@ -41,6 +42,8 @@ struct ScheduleContext {
   /// attach works between them (null otherwise: no remoteRead).
   const std::vector<int32_t>* pids = nullptr;
   ScratchPool* scratch = nullptr;
+  /// Node of every rank (never null while a schedule runs: one node when all share a host).
+  const NodeMap* nodes = nullptr;
   int rank = 0;
   int size = 1;
   uint32_t commId = 0;

@@ -30,6 +30,7 @@ std::optional<Algorithm> parseName(const std::string& name) {
   if (name == "direct") return Algorithm::Direct;
   if (name == "direct_read") return Algorithm::DirectRead;
   if (name == "direct_write") return Algorithm::DirectWrite;
+  if (name == "hierarchical") return Algorithm::Hierarchical;
   return std::nullopt;
 }
 
@@ -37,7 +38,7 @@ std::optional<Algorithm> parseName(const std::string& name) {
   throw Error(Result::InvalidArgument,
               "SHARC_ALGO: cannot parse '" + item +
                   "': expected ring, recursive_doubling (rd), bruck, direct, direct_read, "
-                  "direct_write, or a comma-separated list "
+                  "direct_write, hierarchical, or a comma-separated list "
                   "of collective:name with collective one of allgather, reducescatter, "
                   "allreduce");
 }

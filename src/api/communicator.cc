@@ -107,8 +107,12 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;
   if (!singleCopy) pids.clear();
+  std::vector<uint64_t> nodeKeys;
+  for (const std::string& n : nodes)  // key: the lowest rank on the same node
+    nodeKeys.push_back(
+        static_cast<uint64_t>(std::find(nodes.begin(), nodes.end(), n) - nodes.begin()));
   auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), std::move(pids),
-                                           timeout, algos);
+                                           algo::NodeMap::fromKeys(nodeKeys), timeout, algos);
   {
     std::lock_guard<std::mutex> lock(engine->mu);
     state->start();

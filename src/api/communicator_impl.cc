@@ -96,6 +96,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.peers = &c.peers;
   ctx.pids = c.pids.empty() ? nullptr : &c.pids;
   ctx.scratch = &engine.scratch;
+  ctx.nodes = &c.nodes;
   ctx.rank = c.rank;
   ctx.size = c.size;
   ctx.commId = c.id;
@@ -191,7 +192,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
     if (!c.pids.empty()) pids.push_back(c.pids[m]);
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
-                                           c.timeout, c.algos);
+                                           c.nodes.subset(members), c.timeout, c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();

@@ -54,7 +54,7 @@ class Engine {
 class CommState final : public transport::TransferOwner {
  public:
   CommState(std::shared_ptr<Engine> engine, uint32_t id, int rank, std::vector<uint32_t> peers,
-            std::vector<int32_t> pids, std::chrono::milliseconds timeout,
+            std::vector<int32_t> pids, algo::NodeMap nodes, std::chrono::milliseconds timeout,
             algo::AlgorithmOverride algos);
   ~CommState();
 
@@ -64,6 +64,7 @@ class CommState final : public transport::TransferOwner {
   const int size;
   const std::vector<uint32_t> peers;  ///< communicator rank -> endpoint peer
   const std::vector<int32_t> pids;    ///< communicator rank -> pid; empty without single copy
+  const algo::NodeMap nodes;          ///< communicator rank -> node
   const std::chrono::milliseconds timeout;
   const algo::AlgorithmOverride algos;
   uint32_t nextSeq = 0;

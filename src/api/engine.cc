@@ -59,7 +59,7 @@ void Engine::failActive(const CommState* comm, Result code, const std::string& m
 }
 
 CommState::CommState(std::shared_ptr<Engine> e, uint32_t commId, int r, std::vector<uint32_t> p,
-                     std::vector<int32_t> pidList, std::chrono::milliseconds t,
+                     std::vector<int32_t> pidList, algo::NodeMap n, std::chrono::milliseconds t,
                      algo::AlgorithmOverride a)
     : engine(std::move(e)),
       id(commId),
@@ -67,6 +67,7 @@ CommState::CommState(std::shared_ptr<Engine> e, uint32_t commId, int r, std::vec
       size(static_cast<int>(p.size())),
       peers(std::move(p)),
       pids(std::move(pidList)),
+      nodes(std::move(n)),
       timeout(t),
       algos(a) {
   controlRecv_.owner = this;
@@ -78,7 +79,8 @@ void CommState::start() {
   engine->usedCommIds.set(id);
   const uint64_t tag = algo::tag::base(id, 0, 0) | algo::tag::kControlSlot;
   const uint64_t ignore = algo::tag::kRankMask | algo::tag::kSeqMask | algo::tag::kSigMask;
-  if (engine->endpoint().postRecv(tag, ignore, controlBuf_, sizeof(controlBuf_) - 1,
+  if (engine->endpoint().postRecv(transport::kAnyPeer, tag, ignore, controlBuf_,
+                                  sizeof(controlBuf_) - 1,
                                   controlRecv_) == transport::PostStatus::Posted) {
     ++posted_;
     controlPosted_ = true;

@@ -39,6 +39,9 @@ class TransferOwner {
 /// (small message, buffer already reusable); no completion will be reported for it.
 enum class PostStatus { Posted, Completed, Retry, Failed };
 
+/// postRecv's `fromPeer` when the sender is not known in advance.
+inline constexpr uint32_t kAnyPeer = UINT32_MAX;
+
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
@@ -53,9 +56,11 @@ class Endpoint {
   /// Posts a tagged send of `len` bytes to `peer`.
   virtual PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                               Transfer& t) = 0;
-  /// Posts a tagged receive from any peer matching `tag` except the bits set in `ignore`.
-  virtual PostStatus postRecv(uint64_t tag, uint64_t ignore, void* buf, size_t len,
-                              Transfer& t) = 0;
+  /// Posts a tagged receive matching `tag` except the bits set in `ignore`. `fromPeer` says
+  /// which peer will send it (kAnyPeer: any); a transport that routes by peer uses it, the
+  /// fabric matches on the tag alone (the sender's rank is part of it).
+  virtual PostStatus postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
+                              size_t len, Transfer& t) = 0;
   /// Asks the provider to cancel a posted transfer; its owner is told (with an error) later.
   virtual void cancel(Transfer& t) = 0;
   /// Reads completions and tells their owners; returns how many were handled.

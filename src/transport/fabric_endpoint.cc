@@ -112,7 +112,8 @@ class FabricEndpoint final : public Endpoint {
     return postResult(rc, "fi_tsend");
   }
 
-  PostStatus postRecv(uint64_t tag, uint64_t ignore, void* buf, size_t len, Transfer& t) override {
+  PostStatus postRecv(uint32_t, uint64_t tag, uint64_t ignore, void* buf, size_t len,
+                      Transfer& t) override {
     if (len == 0) buf = &zeroByte_;
     void* desc = nullptr;
     if (!describe(buf, len, desc)) return PostStatus::Failed;
