@@ -7,11 +7,13 @@
 // when a kernel is purely bandwidth-bound: three streams instead of two).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/copy.hpp"
 #include "core/reduce.hpp"
 #include "core/reduce_dispatch.hpp"
 
@@ -106,11 +108,32 @@ void BM_Memcpy(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * bytes);
 }
 
+// The streaming copy the shared-memory transport and schedules use for large outputs,
+// against memcpy of the same bytes, in 64 KiB pieces (one FIFO slot at a time).
+void BM_CopyPieces(benchmark::State& state, bool streaming) {
+  const size_t bytes = static_cast<size_t>(state.range(0)), piece = 64 << 10;
+  Buffers buf(bytes, DataType::Uint8);
+  for (auto _ : state) {
+    for (size_t o = 0; o < bytes; o += piece) {
+      const size_t n = std::min(piece, bytes - o);
+      if (streaming)
+        sharc::core::copyStreaming(buf.dst.data() + o, buf.a.data() + o, n);
+      else
+        std::memcpy(buf.dst.data() + o, buf.a.data() + o, n);
+    }
+    benchmark::DoNotOptimize(buf.dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 2 * bytes);
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int64_t s : kSizes) b->Arg(s);
 }
 
 BENCHMARK(BM_Memcpy)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_CopyPieces, memcpy, false)->Arg(32 << 20);
+BENCHMARK_CAPTURE(BM_CopyPieces, streaming, true)->Arg(32 << 20);
 BENCHMARK_CAPTURE(BM_Reduce, float32_sum, DataType::Float32, RedOp::Sum)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, float32_max, DataType::Float32, RedOp::Max)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_Reduce, bfloat16_sum, DataType::BFloat16, RedOp::Sum)->Apply(sizes);

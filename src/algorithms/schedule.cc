@@ -3,12 +3,18 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/copy.hpp"
 #include "core/log.hpp"
 #include "core/reduce.hpp"
 #include "transport/cma.hpp"
 
 namespace sharc::algo {
 namespace {
+bool overlapping(const void* a, const void* b, size_t n) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + n && y < x + n;
+}
+
 // Messages in flight per schedule. Bounding sends bounds what receivers may have to buffer as
 // unexpected messages; receives can be posted further ahead (they only help matching).
 constexpr size_t kMaxPostedSends = 32;
@@ -153,7 +159,12 @@ void Schedule::runLocal(Op& op) {
   switch (op.kind) {
     case Kind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
     case Kind::Copy:
-      if (op.dst != op.src && op.size > 0) std::memmove(op.dst, op.src, op.size);
+      if (op.dst == op.src || op.size == 0) break;
+      // Copies of whole blocks go to the output: stream them past the cache.
+      if (!overlapping(op.dst, op.src, op.size) && op.size >= core::kStreamingCopyMin)
+        core::copyStreaming(op.dst, op.src, op.size);
+      else
+        std::memmove(op.dst, op.src, op.size);
       break;
     case Kind::Divide:
       if (ctx_.op == RedOp::Avg)

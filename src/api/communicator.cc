@@ -10,11 +10,37 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "factory.hpp"
+#include "topology/nic_mapping.hpp"
+#include "topology/topology.hpp"
 #include "transport/cma.hpp"
+#include "transport/routed_endpoint.hpp"
 
 namespace sharc {
 namespace detail {
 namespace {
+
+// Where this rank sits on its host (nearest NICs and CPUs, from hwloc or SHARC_TOPO_FILE).
+// A topology that cannot be read costs only the placement, with a warning.
+topo::RankPlacement placeOnHost(int rank, int localIndex, int localRanks) {
+  try {
+    const topo::HostTopology host = topo::HostTopology::load();
+    topo::RankPlacement p = topo::placeRank(host, localIndex, localRanks);
+    for (int nic : p.nics)
+      for (const std::string& os : host.nics[static_cast<size_t>(nic)].osDevices)
+        p.nicNames.push_back(os);
+    std::string names;
+    for (const auto& n : p.nicNames) names += (names.empty() ? "" : ",") + n;
+    SHARC_INFO("rank " << rank << ": local rank " << localIndex << " of " << localRanks << " on "
+                       << host.source << " topology: gpu " << p.gpu << ", nics "
+                       << (names.empty() ? "none" : names) << ", cpus "
+                       << (p.cpus.empty() ? "any" : p.cpus) << " (" << p.reason << ")");
+    if (core::Config::get().bindThread) topo::bindCurrentThreadNear(p.cpus);
+    return p;
+  } catch (const Error& e) {
+    SHARC_WARN("rank " << rank << ": host topology unavailable: " << e.what());
+    return {};
+  }
+}
 
 std::string nodeIdentity() {
   const std::string& configured = core::Config::get().nodeId;
@@ -65,44 +91,94 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
       std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == node; });
   if (allLocal && config.cma) transport::cmaAllowPeers();
 
+  // The ranks of this node (ascending) share a segment that the lowest of them creates.
+  std::vector<int> local;
+  for (int r = 0; r < size; ++r)
+    if (nodes[r] == node) local.push_back(r);
+  const bool wantShm = options.sharedMemory && config.shm && local.size() > 1;
   transport::EndpointOptions epOptions;
   epOptions.provider = !options.provider.empty() ? options.provider : config.provider;
   epOptions.allLocal = allLocal;
-  auto endpoint = transport::openFabricEndpoint(epOptions);
+  epOptions.sharedMemoryCarriesAll = allLocal && wantShm;
+  const int localIndex =
+      static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  const topo::RankPlacement place = placeOnHost(rank, localIndex, static_cast<int>(local.size()));
+  epOptions.nearNics = place.nicNames;
+  std::unique_ptr<transport::Endpoint> endpoint = transport::openFabricEndpoint(epOptions);
 
-  // Round 2: provider name and fabric address of every rank.
+  const bool leader = local.front() == rank;
+  const auto geometry = transport::ShmGeometry::forRanks(static_cast<int>(local.size()));
+  transport::ShmSegment segment;
+  if (wantShm && leader) {
+    try {
+      segment = transport::ShmSegment::create(geometry.segmentBytes());
+    } catch (const Error& e) {
+      SHARC_WARN("rank " << rank << ": " << e.what()
+                         << "; the provider carries this node's traffic");
+    }
+  }
+
+  // Round 2: provider name, the node's segment (from its creator) and fabric address.
   const std::string provider = endpoint->providerName();
   const std::vector<std::string> blobs =
-      boot->allGather(provider + std::string(1, '\0') + endpoint->localAddress());
+      boot->allGather(provider + '\0' + segment.name() + '\0' + endpoint->localAddress());
   std::vector<std::string> addresses(blobs.size());
+  std::string segmentName;
   for (size_t r = 0; r < blobs.size(); ++r) {
     const auto nul = blobs[r].find('\0');
+    const auto nul2 = nul == std::string::npos ? nul : blobs[r].find('\0', nul + 1);
     const std::string theirs = blobs[r].substr(0, nul);
-    if (nul == std::string::npos || theirs != provider)
+    if (nul2 == std::string::npos || theirs != provider)
       throw Error(Result::InvalidUsage,
                   "rank " + std::to_string(rank) + ": init: rank " + std::to_string(r) +
                       " uses provider '" + theirs + "' but this rank uses '" + provider +
                       "' (set SHARC_FI_PROVIDER to the same value on every rank)");
-    addresses[r] = blobs[r].substr(nul + 1);
+    if (static_cast<int>(r) == local.front())
+      segmentName = blobs[r].substr(nul + 1, nul2 - nul - 1);
+    addresses[r] = blobs[r].substr(nul2 + 1);
   }
   endpoint->setPeers(addresses);
+  if (wantShm && !leader && !segmentName.empty()) {
+    try {
+      segment = transport::ShmSegment::open(segmentName, geometry.segmentBytes());
+    } catch (const Error& e) {
+      SHARC_WARN("rank " << rank << ": " << e.what()
+                         << "; the provider carries this node's traffic");
+    }
+  }
 
-  auto engine = std::make_shared<Engine>(std::move(endpoint));
   cpu_set_t cpus;
-  const long localRanks = std::count(nodes.begin(), nodes.end(), node);
   const long usableCpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
                               ? CPU_COUNT(&cpus)
                               : sysconf(_SC_NPROCESSORS_ONLN);
-  engine->oversubscribed = localRanks > usableCpus;
   std::vector<uint32_t> peers(static_cast<size_t>(size));
   std::iota(peers.begin(), peers.end(), 0u);
   // Round 3 (also the barrier before any fabric traffic): can this rank read the next one's
-  // memory? Single-copy algorithms are used only if every rank can.
+  // memory (single-copy algorithms are used only if every rank can), and has it mapped its
+  // node's segment (shared memory is used on a node only if all its ranks have)?
   const int next = (rank + 1) % size;
   const bool canRead = allLocal && config.cma && transport::cmaProbe(pids[next], probes[next]);
-  const std::vector<std::string> reads = boot->allGather(canRead ? "1" : "0");
+  const std::vector<std::string> flags =
+      boot->allGather(std::string(canRead ? "1" : "0") + (segment.data() ? "1" : "0"));
+  segment.unlink();  // every rank of the node has mapped it (or given up): no name is left
   const bool singleCopy =
-      std::all_of(reads.begin(), reads.end(), [](const std::string& v) { return v == "1"; });
+      std::all_of(flags.begin(), flags.end(), [](const std::string& v) { return v[0] == '1'; });
+  const bool shm = wantShm && std::all_of(local.begin(), local.end(), [&](int r) {
+                     return flags[r].size() == 2 && flags[r][1] == '1';
+                   });
+  if (shm) {
+    std::vector<uint32_t> peerOfLocal(local.begin(), local.end());
+    std::vector<pid_t> pidOfLocal;
+    for (int r : local) pidOfLocal.push_back(pids[r]);
+    const int me = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+    endpoint = std::make_unique<transport::RoutedEndpoint>(
+        std::move(endpoint),
+        std::make_unique<transport::ShmEndpoint>(std::move(segment), geometry, me,
+                                                 std::move(peerOfLocal), std::move(pidOfLocal)));
+  }
+  auto engine = std::make_shared<Engine>(std::move(endpoint));
+  engine->oversubscribed = static_cast<long>(local.size()) > usableCpus;
+  engine->sharedMemory = shm;
   engine->locality = !allLocal    ? algo::Locality::Network
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;
@@ -121,8 +197,11 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
                      << (allLocal ? " (all ranks on this host)" : "")
                      << (engine->oversubscribed ? ", more local ranks than CPUs" : "")
-                     << (singleCopy ? ", single-copy reads between ranks" : "") << ", timeout "
-                     << timeout.count() << " ms");
+                     << (singleCopy ? ", single-copy reads between ranks" : "")
+                     << (shm ? ", shared memory between the " + std::to_string(local.size()) +
+                                   " ranks of this node"
+                             : std::string())
+                     << ", timeout " << timeout.count() << " ms");
   return CommunicatorImpl::wrap(std::move(state));
 }
 

@@ -73,6 +73,12 @@ class Endpoint {
 struct EndpointOptions {
   std::string provider;   ///< exact provider name; empty: automatic
   bool allLocal = false;  ///< every peer runs on this host (shm and loopback become candidates)
+  /// sharc's own shared-memory transport carries every peer: libfabric's shm provider is not
+  /// a candidate then (it would sit idle, and it leaves its 16 MiB segments in /dev/shm when
+  /// a process is killed).
+  bool sharedMemoryCarriesAll = false;
+  /// OS names of the NICs nearest this rank (host topology): their domains are preferred.
+  std::vector<std::string> nearNics;
 };
 
 /// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the

@@ -207,7 +207,7 @@ std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options) {
   std::string tried;
   for (const std::string& name : providerCandidates(options)) {
     std::string why;
-    FiInfoPtr info = queryProvider(name, options.allLocal, why);
+    FiInfoPtr info = queryProvider(name, options.allLocal, why, options.nearNics);
     if (!info) {
       tried += (tried.empty() ? "" : "; ") + why;
       continue;

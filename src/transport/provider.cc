@@ -12,12 +12,13 @@ namespace sharc::transport {
 std::vector<std::string> providerCandidates(const EndpointOptions& options) {
   if (!options.provider.empty()) return {options.provider};
   std::vector<std::string> names;
-  if (options.allLocal) names.push_back("shm");
+  if (options.allLocal && !options.sharedMemoryCarriesAll) names.push_back("shm");
   for (const char* n : {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm"}) names.emplace_back(n);
   return names;
 }
 
-FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why) {
+FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
+                        const std::vector<std::string>& nearNics) {
   FiInfoPtr hints(fi_allocinfo());
   if (!hints) {
     why = "fi_allocinfo failed";
@@ -50,6 +51,8 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
     if (iface != nullptr && std::strcmp(domain, iface) == 0) sc += 8;
     if (loopback) sc += preferLoopback && iface == nullptr ? 4 : -16;
     if (it->addr_format == FI_SOCKADDR_IN) sc += 2;
+    for (const std::string& nic : nearNics)
+      if (!nic.empty() && std::strncmp(domain, nic.c_str(), nic.size()) == 0) sc += 4;
     return sc;
   };
   const fi_info* chosen = all.get();

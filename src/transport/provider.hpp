@@ -16,6 +16,9 @@ std::vector<std::string> providerCandidates(const EndpointOptions& options);
 /// fi_getinfo for an RDM tagged endpoint of `provider`; nullptr when the provider is absent.
 /// With `preferLoopback`, a "lo" domain is chosen where the provider offers one (all ranks
 /// on this host), unless FI_TCP_IFACE already pins the interface.
-FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why);
+/// Among the remaining entries, one whose domain is (or starts with the name of) a NIC in
+/// `nearNics` wins: the rank's nearest NICs by the host topology ("rdmap16s27", "eth0").
+FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
+                        const std::vector<std::string>& nearNics = {});
 
 }  // namespace sharc::transport

@@ -16,15 +16,19 @@ const DataType kAllTypes[] = {
     DataType::Uint64, DataType::Float16, DataType::Float32, DataType::Float64, DataType::BFloat16};
 const RedOp kAllOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
 
-using Param = std::tuple<std::string, int>;  // provider, world size
+// Transport, world size. "tcp;ofi_rxm": every rank acts as a separate host; "shm": one host,
+// libfabric's shm provider carries everything; "sharc-shm": one host, sharc's own
+// shared-memory transport carries everything.
+using Param = std::tuple<std::string, int>;
 
 class Collectives : public ::testing::TestWithParam<Param> {
  protected:
   RunOptions options() const {
     RunOptions o;
-    o.env["SHARC_FI_PROVIDER"] = std::get<0>(GetParam());
-    // Over tcp the ranks act as separate hosts (network algorithms); shm is one host.
-    o.oneRankPerNode = std::get<0>(GetParam()) != "shm";
+    const std::string& transport = std::get<0>(GetParam());
+    o.env["SHARC_FI_PROVIDER"] = transport == "sharc-shm" ? "shm" : transport;
+    o.env["SHARC_SHM"] = transport == "sharc-shm" ? "1" : "0";
+    o.oneRankPerNode = transport == "tcp;ofi_rxm";
     o.env["SHARC_TIMEOUT_MS"] = "60000";
     return o;
   }
@@ -83,10 +87,13 @@ TEST_P(Collectives, LargeCounts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Collectives,
-                         ::testing::Combine(::testing::Values("tcp;ofi_rxm", "shm"),
+                         ::testing::Combine(::testing::Values("tcp;ofi_rxm", "shm", "sharc-shm"),
                                             ::testing::Values(1, 2, 3, 4, 7, 8)),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           std::string p = std::get<0>(info.param) == "shm" ? "shm" : "tcp";
+                           const std::string& t = std::get<0>(info.param);
+                           std::string p = t == "tcp;ofi_rxm" ? "tcp"
+                                           : t == "shm"       ? "shm"
+                                                              : "sharcshm";
                            return p + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 

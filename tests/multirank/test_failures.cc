@@ -1,13 +1,16 @@
 // Failures end in errors on every surviving rank, never in a hang.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <sharc/communicator.hpp>
 #include <thread>
 #include <vector>
@@ -39,8 +42,11 @@ void expectError(F&& body, const char* call, int rank) {
 }
 
 TEST(Failures, RankExitingMidCollectiveFailsTheOthers) {
-  for (const char* provider : {"tcp;ofi_rxm", "shm"}) {
-    RunOptions o = shortTimeout(provider);
+  // The libfabric providers alone, then sharc's shared memory between the ranks.
+  for (const char* transport : {"tcp;ofi_rxm", "shm", "sharc-shm"}) {
+    const bool sharcShm = std::string(transport) == "sharc-shm";
+    RunOptions o = shortTimeout(sharcShm ? "shm" : transport);
+    o.env["SHARC_SHM"] = sharcShm ? "1" : "0";
     o.mayFail = {2};
     runRanks(
         4,
@@ -57,6 +63,51 @@ TEST(Failures, RankExitingMidCollectiveFailsTheOthers) {
         },
         o);
   }
+}
+
+std::set<std::string> devShmEntries() {
+  std::set<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(d)) names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+// A rank killed outright (no handler, no destructor runs) in the middle of a collective: the
+// others fail with an error, and the node's shared segment leaves nothing in /dev/shm.
+TEST(Failures, KilledRankFailsTheOthersAndLeavesNothingInDevShm) {
+  const std::set<std::string> before = devShmEntries();
+  RunOptions o = shortTimeout();
+  o.env.erase("SHARC_FI_PROVIDER");
+  o.env["SHARC_SHM"] = "1";
+  o.mayFail = {1};
+  runRanks(
+      4,
+      [](const RankContext& ctx) {
+        auto comm = Communicator::createFromEnvironment();
+        std::vector<float> send(1 << 20, 1.0f), recv((1 << 20) * 4);
+        comm->allGather(send.data(), recv.data(), send.size(), DataType::Float32);
+        if (ctx.rank == 1) {
+          // Dies while its peers are in the middle of the next call.
+          auto req = comm->iallGather(send.data(), recv.data(), send.size(), DataType::Float32);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          raise(SIGKILL);
+        }
+        const auto start = std::chrono::steady_clock::now();
+        expectError(
+            [&] {
+              for (int i = 0; i < 3; ++i)
+                comm->allGather(send.data(), recv.data(), send.size(), DataType::Float32);
+            },
+            "allGather", ctx.rank);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      },
+      o);
+  std::vector<std::string> left;
+  for (const std::string& name : devShmEntries())
+    if (!before.count(name)) left.push_back(name);
+  EXPECT_TRUE(left.empty()) << "left in /dev/shm: " << ::testing::PrintToString(left);
 }
 
 TEST(Failures, MismatchedCountIsReportedOnEveryRank) {

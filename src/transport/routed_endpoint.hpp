@@ -1,0 +1,55 @@
+// One endpoint over two transports: the ranks of this node through shared memory, the rest
+// through the fabric. Schedules see a single Endpoint and never know which carries a message.
+#pragma once
+
+#include <list>
+#include <memory>
+
+#include "endpoint.hpp"
+#include "shm_endpoint.hpp"
+
+namespace sharc::transport {
+
+class RoutedEndpoint final : public Endpoint, private TransferOwner {
+ public:
+  RoutedEndpoint(std::unique_ptr<Endpoint> fabric, std::unique_ptr<ShmEndpoint> local);
+  ~RoutedEndpoint() override;
+
+  /// The fabric provider's name (the shared-memory transport is reported separately).
+  std::string providerName() const override { return fabric_->providerName(); }
+  std::string localAddress() const override { return fabric_->localAddress(); }
+  void setPeers(const std::vector<std::string>& addresses) override {
+    fabric_->setPeers(addresses);
+  }
+  size_t maxMessageSize() const override { return fabric_->maxMessageSize(); }
+  PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
+                      Transfer& t) override;
+  /// A receive from any peer is posted on both transports; the first match completes it and
+  /// cancels the other.
+  PostStatus postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf, size_t len,
+                      Transfer& t) override;
+  void cancel(Transfer& t) override;
+  size_t progress() override;
+  std::string lastError() const override;
+
+ private:
+  // A receive from any peer: one half on each transport, both owned here; the first to
+  // complete is reported to the user's transfer, the other is canceled.
+  struct Wildcard {
+    Transfer fabricHalf, localHalf;
+    Transfer* user = nullptr;
+    bool reported = false;
+    bool fabricOpen = true, localOpen = true;
+  };
+  void onTransferDone(Transfer& t, size_t bytes, uint64_t tag) override;
+  void onTransferError(Transfer& t, Result code, const std::string& message) override;
+  void finishHalf(Transfer& half, bool ok, size_t bytes, uint64_t tag, Result code,
+                  const std::string& message);
+
+  std::unique_ptr<Endpoint> fabric_;
+  std::unique_ptr<ShmEndpoint> local_;
+  std::list<Wildcard> wildcards_;
+  std::string lastError_;
+};
+
+}  // namespace sharc::transport

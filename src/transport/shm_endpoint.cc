@@ -1,0 +1,364 @@
+#include "shm_endpoint.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <sharc/error.hpp>
+
+#include "core/copy.hpp"
+#include "core/log.hpp"
+
+namespace sharc::transport {
+
+// Layout of one FIFO in the segment: the writer's and the reader's counters on separate cache
+// lines, then the slots, each a 64-byte header and its payload.
+struct ShmEndpoint::Fifo {
+  alignas(64) std::atomic<uint64_t> tail;  // slots written (by the sender)
+  alignas(64) std::atomic<uint64_t> head;  // slots read (by the receiver)
+};
+
+namespace {
+
+struct alignas(64) SlotHeader {
+  uint64_t tag;
+  uint64_t total;  // bytes of the whole message
+  uint32_t bytes;  // payload bytes in this slot
+  uint32_t flags;
+};
+constexpr uint32_t kFirst = 1;    // first fragment of a message
+constexpr uint32_t kAbandon = 2;  // the sender canceled the message it was writing
+
+static_assert(sizeof(SlotHeader) == 64);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must be lock-free");
+constexpr size_t kFifoHeader = 128;
+constexpr size_t kSegmentHeader = 4096;
+constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
+
+SlotHeader* slotAt(void* fifo, const ShmGeometry& g, uint64_t seq) {
+  auto* base = static_cast<std::byte*>(fifo) + kFifoHeader;
+  return reinterpret_cast<SlotHeader*>(base + (seq % g.slots) * (sizeof(SlotHeader) + g.slotBytes));
+}
+
+// A process that has exited (or is a zombie nobody has reaped yet) is not coming back.
+bool processGone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto paren = line.rfind(')');
+  const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+ShmGeometry ShmGeometry::forRanks(int ranks) {
+  ShmGeometry g{static_cast<uint32_t>(ranks), 16, 64 * 1024};
+  const size_t pairs = static_cast<size_t>(ranks) * static_cast<size_t>(ranks);
+  // Shrink the slots to 4 KiB first, then their number to 4, then the slots to 1 KiB.
+  while (pairs * g.fifoBytes() > (size_t{512} << 20)) {
+    if (g.slotBytes > 4096)
+      g.slotBytes /= 2;
+    else if (g.slots > 4)
+      g.slots /= 2;
+    else if (g.slotBytes > 1024)
+      g.slotBytes /= 2;
+    else
+      break;
+  }
+  return g;
+}
+
+size_t ShmGeometry::fifoBytes() const {
+  return kFifoHeader + size_t{slots} * (sizeof(SlotHeader) + slotBytes);
+}
+
+size_t ShmGeometry::segmentBytes() const {
+  return kSegmentHeader + size_t{ranks} * ranks * fifoBytes();
+}
+
+ShmEndpoint::ShmEndpoint(ShmSegment segment, ShmGeometry geometry, int me,
+                         std::vector<uint32_t> peerOfLocal, std::vector<pid_t> pidOfLocal)
+    : segment_(std::move(segment)),
+      geometry_(geometry),
+      me_(me),
+      peerOfLocal_(std::move(peerOfLocal)),
+      peers_(peerOfLocal_.size()),
+      nextPeerCheck_(std::chrono::steady_clock::now() + kPeerCheckInterval) {
+  if (segment_.size() < geometry_.segmentBytes() || peerOfLocal_.size() != geometry_.ranks ||
+      pidOfLocal.size() != geometry_.ranks)
+    throw Error(Result::InternalError, "shared memory: segment does not match its geometry");
+  uint32_t maxPeer = 0;
+  for (uint32_t p : peerOfLocal_) maxPeer = std::max(maxPeer, p);
+  localOfPeer_.assign(size_t{maxPeer} + 1, -1);
+  auto* base = static_cast<std::byte*>(segment_.data()) + kSegmentHeader;
+  const size_t n = geometry_.ranks;
+  for (size_t i = 0; i < n; ++i) {
+    localOfPeer_[peerOfLocal_[i]] = static_cast<int>(i);
+    peers_[i].out = reinterpret_cast<Fifo*>(base + (me * n + i) * geometry_.fifoBytes());
+    peers_[i].in = reinterpret_cast<Fifo*>(base + (i * n + me) * geometry_.fifoBytes());
+    peers_[i].pid = pidOfLocal[i];
+  }
+}
+
+ShmEndpoint::~ShmEndpoint() = default;
+
+PostStatus ShmEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
+                                 Transfer& t) {
+  if (!reaches(peer) || localOfPeer_[peer] == me_) {
+    lastError_ = "shared memory: peer " + std::to_string(peer) + " is not on this node";
+    return PostStatus::Failed;
+  }
+  Peer& p = peers_[localOfPeer_[peer]];
+  if (p.dead) {
+    lastError_ = "shared memory: peer " + std::to_string(peer) + " (pid " + std::to_string(p.pid) +
+                 ") has exited";
+    return PostStatus::Failed;
+  }
+  const bool idle = p.sends.empty() && !p.abandon;
+  p.sends.push_back(Send{&t, tag, static_cast<const std::byte*>(buf), len});
+  // Eager: a message that fits into the free slots right now is complete at once (no
+  // completion is reported for it then).
+  if (idle && writeSends(p, &t)) return PostStatus::Completed;
+  return PostStatus::Posted;
+}
+
+// Writes queued sends into free slots. Completions are reported through progress(), except
+// for `inlineSend`'s: returns true if that one was written completely.
+bool ShmEndpoint::writeSends(Peer& p, Transfer* inlineSend) {
+  uint64_t head = p.out->head.load(std::memory_order_acquire);
+  bool inlineDone = false;
+  while (p.abandon || !p.sends.empty()) {
+    if (p.tail - head >= geometry_.slots) {
+      head = p.out->head.load(std::memory_order_acquire);
+      if (p.tail - head >= geometry_.slots) break;
+    }
+    SlotHeader* slot = slotAt(p.out, geometry_, p.tail);
+    if (p.abandon) {
+      *slot = SlotHeader{0, 0, 0, kAbandon};
+      p.abandon = false;
+    } else {
+      Send& s = p.sends.front();
+      const size_t bytes = std::min<size_t>(s.len - s.offset, geometry_.slotBytes);
+      *slot = SlotHeader{s.tag, s.len, static_cast<uint32_t>(bytes), s.offset == 0 ? kFirst : 0u};
+      if (bytes > 0) std::memcpy(slot + 1, s.buf + s.offset, bytes);
+      s.offset += bytes;
+      if (s.offset == s.len) {
+        if (s.t == inlineSend)
+          inlineDone = true;
+        else
+          done(s.t, s.len, s.tag);
+        p.sends.pop_front();
+      }
+    }
+    p.out->tail.store(++p.tail, std::memory_order_release);
+  }
+  return inlineDone;
+}
+
+PostStatus ShmEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
+                                 size_t len, Transfer& t) {
+  Recv r{&t, tag, ignore, static_cast<std::byte*>(buf), len};
+  const bool any = fromPeer == kAnyPeer;
+  if (!any && (!reaches(fromPeer) || localOfPeer_[fromPeer] == me_)) {
+    lastError_ = "shared memory: peer " + std::to_string(fromPeer) + " is not on this node";
+    return PostStatus::Failed;
+  }
+  // A message that is already here (or arriving) matches first, oldest first.
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (!any && static_cast<int>(i) != localOfPeer_[fromPeer]) continue;
+    Peer& p = peers_[i];
+    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+      if (it->claimedBy || !matches(r, it->tag)) continue;
+      if (it->received == it->data.size()) {
+        deliverUnexpected(*it, r);
+        p.unexpected.erase(it);
+      } else {
+        it->claimedBy = std::make_unique<Recv>(r);
+      }
+      return PostStatus::Posted;
+    }
+  }
+  if (!any && peers_[localOfPeer_[fromPeer]].dead) {
+    lastError_ = "shared memory: peer " + std::to_string(fromPeer) + " has exited";
+    return PostStatus::Failed;
+  }
+  (any ? anyRecvs_ : peers_[localOfPeer_[fromPeer]].recvs).push_back(r);
+  return PostStatus::Posted;
+}
+
+void ShmEndpoint::deliverUnexpected(Unexpected& u, const Recv& r) {
+  if (u.data.size() > r.len) {
+    failed(r.t, Result::InvalidUsage,
+           "message larger than the posted buffer (" + std::to_string(u.data.size() - r.len) +
+               " bytes beyond it)");
+    return;
+  }
+  if (!u.data.empty()) std::memcpy(r.buf, u.data.data(), u.data.size());
+  done(r.t, u.data.size(), u.tag);
+}
+
+void ShmEndpoint::done(Transfer* t, size_t bytes, uint64_t tag) {
+  completions_.push_back(Completion{t, true, bytes, tag, Result::Success, {}});
+}
+
+void ShmEndpoint::failed(Transfer* t, Result code, std::string message) {
+  completions_.push_back(Completion{t, false, 0, 0, code, std::move(message)});
+}
+
+// Matches the first fragment of a message to a posted receive, or keeps it as unexpected.
+void ShmEndpoint::startIncoming(int local, uint64_t tag, size_t total) {
+  Peer& p = peers_[local];
+  Incoming& in = p.incoming;
+  in = Incoming{true, tag, total, 0, nullptr, nullptr, nullptr, false};
+  auto take = [&](std::list<Recv>& list) {
+    for (auto it = list.begin(); it != list.end(); ++it) {
+      if (!matches(*it, tag)) continue;
+      in.recv = it->t;
+      if (total > it->len) {
+        failed(it->t, Result::InvalidUsage,
+               "message larger than the posted buffer (" + std::to_string(total - it->len) +
+                   " bytes beyond it)");
+        in.discard = true;
+      } else {
+        in.dst = it->buf;
+      }
+      list.erase(it);
+      return true;
+    }
+    return false;
+  };
+  if (take(p.recvs) || take(anyRecvs_)) {
+    if (in.discard) in.recv = nullptr;  // truncated: already failed
+    return;
+  }
+  p.unexpected.push_back(Unexpected{tag, std::vector<std::byte>(total), 0, nullptr});
+  in.unexpected = &p.unexpected.back();
+  in.dst = in.unexpected->data.data();
+}
+
+// Reads what peer `local` has written; returns the number of slots consumed.
+size_t ShmEndpoint::readFragments(int local) {
+  Peer& p = peers_[local];
+  const uint64_t tail = p.in->tail.load(std::memory_order_acquire);
+  size_t consumed = 0;
+  for (; p.head < tail; ++consumed) {
+    const SlotHeader* slot = slotAt(p.in, geometry_, p.head);
+    Incoming& in = p.incoming;
+    if (slot->flags & kAbandon) {
+      if (in.active && in.recv)
+        failed(in.recv, Result::RemoteError,
+               "peer " + std::to_string(peerOfLocal_[local]) + " canceled the message");
+      if (in.active && in.unexpected) {
+        p.unexpected.remove_if([&](const Unexpected& u) { return &u == in.unexpected; });
+      }
+      in = Incoming{};
+    } else {
+      if (slot->flags & kFirst) startIncoming(local, slot->tag, slot->total);
+      // Large messages are outputs (blocks of a collective): stream them past the cache.
+      if (!in.discard && slot->bytes > 0)
+        core::copyLarge(in.dst + in.received, slot + 1, slot->bytes, in.total);
+      in.received += slot->bytes;
+      if (in.unexpected) in.unexpected->received = in.received;
+      if (in.received >= in.total) {
+        if (in.recv && !in.discard) done(in.recv, in.total, in.tag);
+        if (in.unexpected && in.unexpected->claimedBy) {
+          const Recv r = *in.unexpected->claimedBy;
+          Unexpected* u = in.unexpected;
+          deliverUnexpected(*u, r);
+          p.unexpected.remove_if([&](const Unexpected& x) { return &x == u; });
+        }
+        in = Incoming{};
+      }
+    }
+    p.in->head.store(p.head + 1, std::memory_order_release);
+    ++p.head;
+  }
+  return consumed;
+}
+
+void ShmEndpoint::cancel(Transfer& t) {
+  auto dropRecv = [&](std::list<Recv>& list) {
+    for (auto it = list.begin(); it != list.end(); ++it)
+      if (it->t == &t) {
+        list.erase(it);
+        failed(&t, Result::SystemError, "canceled");
+        return true;
+      }
+    return false;
+  };
+  if (dropRecv(anyRecvs_)) return;
+  for (Peer& p : peers_) {
+    if (dropRecv(p.recvs)) return;
+    for (Unexpected& u : p.unexpected)
+      if (u.claimedBy && u.claimedBy->t == &t) {
+        u.claimedBy.reset();
+        failed(&t, Result::SystemError, "canceled");
+        return;
+      }
+    if (p.incoming.active && p.incoming.recv == &t) {
+      p.incoming.recv = nullptr;
+      p.incoming.discard = true;  // the rest of the message is read and dropped
+      failed(&t, Result::SystemError, "canceled");
+      return;
+    }
+    for (auto it = p.sends.begin(); it != p.sends.end(); ++it)
+      if (it->t == &t) {
+        // A half-written message is ended with an abandon mark so the reader resynchronises.
+        if (it->offset > 0) p.abandon = true;
+        p.sends.erase(it);
+        failed(&t, Result::SystemError, "canceled");
+        return;
+      }
+  }
+}
+
+size_t ShmEndpoint::progress() {
+  size_t handled = 0;
+  bool pending = false;  // a peer that exits while nothing waits on it is not an error
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (static_cast<int>(i) == me_) continue;
+    Peer& p = peers_[i];
+    if (p.abandon || !p.sends.empty()) writeSends(p, nullptr);
+    handled += readFragments(static_cast<int>(i));
+    pending = pending || !p.sends.empty() || !p.recvs.empty() || p.incoming.active;
+  }
+  if (pending && std::chrono::steady_clock::now() >= nextPeerCheck_) checkPeers();
+  // Owners may post from their callbacks: report from a private list.
+  std::vector<Completion> ready;
+  ready.swap(completions_);
+  for (Completion& c : ready) {
+    if (c.ok)
+      c.t->owner->onTransferDone(*c.t, c.bytes, c.tag);
+    else
+      c.t->owner->onTransferError(*c.t, c.code, c.message);
+  }
+  return handled + ready.size();
+}
+
+void ShmEndpoint::checkPeers() {
+  nextPeerCheck_ = std::chrono::steady_clock::now() + kPeerCheckInterval;
+  for (size_t i = 0; i < peers_.size(); ++i)
+    if (static_cast<int>(i) != me_ && !peers_[i].dead && processGone(peers_[i].pid))
+      failPeer(static_cast<int>(i), "peer " + std::to_string(peerOfLocal_[i]) + " (pid " +
+                                        std::to_string(peers_[i].pid) + ", same node) has exited");
+}
+
+// Everything that needs a peer that has exited fails; what it already wrote is still read.
+void ShmEndpoint::failPeer(int local, const std::string& why) {
+  Peer& p = peers_[local];
+  readFragments(local);
+  p.dead = true;
+  SHARC_WARN("shared memory: " << why);
+  for (Send& s : p.sends) failed(s.t, Result::RemoteError, why);
+  p.sends.clear();
+  for (Recv& r : p.recvs) failed(r.t, Result::RemoteError, why);
+  p.recvs.clear();
+  if (p.incoming.active && p.incoming.recv) failed(p.incoming.recv, Result::RemoteError, why);
+  for (Unexpected& u : p.unexpected)
+    if (u.claimedBy) failed(u.claimedBy->t, Result::RemoteError, why);
+  p.unexpected.clear();
+  p.incoming = Incoming{};
+}
+
+}  // namespace sharc::transport
