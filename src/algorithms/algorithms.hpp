@@ -16,7 +16,7 @@ enum class Algorithm {
   DirectWrite,        ///< one host: every rank writes its block straight into its peers
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
-  Hierarchical,       ///< several nodes: within each node, then one ring per local rank index
+  Hierarchical,       ///< several nodes: across nodes per rail (proxies), then within each node
 };
 const char* algorithmName(Algorithm a);
 
@@ -58,5 +58,11 @@ void buildDirectWriteAllGather(Schedule& s, const CollArgs& args);
 void buildDirectReadReduceScatter(Schedule& s, const CollArgs& args);
 void buildDirectReadAllReduce(Schedule& s, const CollArgs& args);
 void buildBarrier(Schedule& s);
+/// Two-level forms for jobs spanning nodes (hierarchical.cc; needs ScheduleContext::nodes).
+/// Each returns false, building nothing, where two levels do not apply (one node, or one rank
+/// per node): the caller then builds the ring.
+bool buildHierarchicalAllGather(Schedule& s, const CollArgs& args);
+bool buildHierarchicalReduceScatter(Schedule& s, const CollArgs& args);
+bool buildHierarchicalAllReduce(Schedule& s, const CollArgs& args);
 
 }  // namespace sharc::algo

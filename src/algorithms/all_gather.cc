@@ -136,6 +136,9 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
     case Algorithm::DirectWrite:
       if (s.context().pids) return buildDirectWriteAllGather(s, args);
       return directAllGather(s, args);
+    case Algorithm::Hierarchical:
+      if (buildHierarchicalAllGather(s, args)) return;
+      return ringAllGather(s, args);
     default: return ringAllGather(s, args);
   }
 }

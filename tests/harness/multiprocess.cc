@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/config.hpp"
+
 namespace sharc::testing {
 
 int freeLoopbackPort() {
@@ -32,9 +34,14 @@ int freeLoopbackPort() {
 namespace {
 
 [[noreturn]] void runChild(int rank, int n, const std::string& id, int pipeFd,
-                           const std::function<void(const RankContext&)>& body) {
+                           const std::function<void(const RankContext&)>& body,
+                           const std::string* nodeId) {
   std::string failure;
   try {
+    // The configuration is per process and read once: it must see this rank's node.
+    if (nodeId && core::Config::get().nodeId != *nodeId)
+      throw std::runtime_error("SHARC_NODE_ID '" + *nodeId +
+                               "' not seen: core::Config was loaded before the fork");
     body(RankContext{rank, n, id});
     if (::testing::Test::HasFailure()) failure = "gtest assertion failed (see output above)";
   } catch (const std::exception& e) {
@@ -75,7 +82,10 @@ std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& 
       setenv("SHARC_WORLD_SIZE", std::to_string(n).c_str(), 1);
       for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
       if (options.oneRankPerNode) setenv("SHARC_NODE_ID", ("node" + std::to_string(r)).c_str(), 1);
-      runChild(r, n, id, fds[1], body);
+      if (static_cast<size_t>(r) < options.nodeIds.size())
+        setenv("SHARC_NODE_ID", options.nodeIds[static_cast<size_t>(r)].c_str(), 1);
+      const bool placed = static_cast<size_t>(r) < options.nodeIds.size();
+      runChild(r, n, id, fds[1], body, placed ? &options.nodeIds[static_cast<size_t>(r)] : nullptr);
     }
     pids.push_back(pid);
   }

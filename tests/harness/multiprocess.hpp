@@ -22,6 +22,11 @@ struct RunOptions {
   /// Gives every rank its own SHARC_NODE_ID, so the job looks like one rank per host (the
   /// network algorithms, no shared-memory shortcuts).
   bool oneRankPerNode = false;
+  /// SHARC_NODE_ID of each rank (index = rank; overrides oneRankPerNode): lays the ranks out
+  /// on emulated nodes. core::Config reads the environment once per process, so a rank whose
+  /// configuration was already loaded before the fork fails instead of silently running on
+  /// the parent's layout.
+  std::vector<std::string> nodeIds;
 };
 
 /// What the body receives: its rank, the world size and, for UniqueIdFromParent, the id bytes.

@@ -1,0 +1,64 @@
+// The two-level (hierarchical) AllGather, ReduceScatter and AllReduce over ranks laid out on
+// emulated nodes (SHARC_NODE_ID per rank), forced by SHARC_ALGO and checked element by element
+// against the float64 reference: equal and uneven nodes, non-contiguous nodes, and the
+// layouts where it falls back to the ring (one node, one rank per node).
+#include <gtest/gtest.h>
+
+#include <sharc/communicator.hpp>
+#include <string>
+#include <vector>
+
+#include "collective_check.hpp"
+#include "multiprocess.hpp"
+
+namespace sharc::testing {
+namespace {
+
+struct Layout {
+  std::string name;
+  std::vector<int> nodeOfRank;
+};
+
+class Hierarchical : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Hierarchical, MatchesReference) {
+  const Layout& layout = GetParam();
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
+  o.env["SHARC_ALGO"] = "hierarchical";
+  o.env["SHARC_CHUNK_BYTES"] = "4096";  // many chunks per block: the phases overlap
+  o.env["SHARC_TIMEOUT_MS"] = "60000";
+  for (int node : layout.nodeOfRank) o.nodeIds.push_back("node" + std::to_string(node));
+  runRanks(
+      static_cast<int>(layout.nodeOfRank.size()),
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{65537}}) {
+          for (DataType t : {DataType::Float32, DataType::BFloat16}) {
+            for (bool inPlace : {false, true}) {
+              EXPECT_EQ(runAndCheck(*comm, Coll::AllGather, t, RedOp::Sum, count, inPlace), "");
+              for (RedOp op : {RedOp::Sum, RedOp::Avg, RedOp::Max})
+                EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, t, op, count, inPlace), "");
+              EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, t, RedOp::Sum, count, inPlace), "");
+            }
+          }
+        }
+        // AllReduce of a count that does not divide by the ranks, Avg and Max on top.
+        EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Avg, 10007, true),
+                  "");
+        EXPECT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Int64, RedOp::Max, 3001, false),
+                  "");
+      },
+      o);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, Hierarchical,
+    ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x3", {0, 0, 0, 1, 1, 1}},
+                      Layout{"3x2", {0, 0, 1, 1, 2, 2}}, Layout{"3plus2", {0, 0, 0, 1, 1}},
+                      Layout{"interleaved_ABAB", {0, 1, 0, 1}}, Layout{"1plus3", {0, 1, 1, 1}},
+                      Layout{"one_node", {0, 0, 0}}, Layout{"one_rank_per_node", {0, 1, 2}}),
+    [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace sharc::testing
