@@ -65,6 +65,12 @@ class Runner {
     for (size_t s : sizeSequence(o)) maxBytes_ = std::max(maxBytes_, s);
     send_ = allocate(maxBytes_);
     recv_ = allocate(maxBytes_);
+    if (o.memcpyBaseline) {
+      const size_t most = memcpyBytes(maxBytes_);
+      copyFrom_ = allocate(most);
+      copyTo_ = allocate(most);
+      std::memset(copyFrom_.get(), 0x5a, most);  // touched: no page faults while timed
+    }
   }
 
   Row measure(size_t nominalBytes, DataType type, std::optional<RedOp> op, uint64_t rowSeed) {
@@ -94,6 +100,15 @@ class Runner {
         b.busBw = busBandwidth(o_.collective, n_, row.bytes, b.timeUs);
       }
       row.baseline = b;
+    }
+    if (o_.memcpyBaseline) row.memcpy = timeMemcpy(memcpyBytes(row.bytes));
+    if (o_.explain) {
+      const CollectiveKind kind = o_.collective == Collective::AllGather ? CollectiveKind::AllGather
+                                  : o_.collective == Collective::ReduceScatter
+                                      ? CollectiveKind::ReduceScatter
+                                      : CollectiveKind::AllReduce;
+      const CallPlan p = comm_.plan(kind, row.count, type);
+      row.plan = PlanInfo{p.algorithm, p.chunkBytes, p.predictedUs, p.breakdown};
     }
     return row;
   }
@@ -129,6 +144,44 @@ class Runner {
         fillPattern(const_cast<void*>(call.send), p, rank_, 0, count);
         return;
     }
+  }
+
+  // The bytes the bus bandwidth counts per rank for a call of `bytes` (nccl-tests' size).
+  size_t memcpyBytes(size_t bytes) const {
+    const size_t n = static_cast<size_t>(n_);
+    const size_t factor = o_.collective == Collective::AllReduce ? 2 : 1;
+    return bytes / n * (n - 1) * factor + bytes % n * (n - 1) * factor / n;
+  }
+
+  // A single core's memcpy of `bytes` (rank 0 copies while the others wait, so it has the
+  // memory system to itself): the median over -n.
+  MemcpyMeasure timeMemcpy(size_t bytes) {
+    MemcpyMeasure m;
+    m.bytes = bytes;
+    std::vector<double> times;
+    comm_.barrier();
+    if (bytes > 0 && comm_.rank() == 0) {
+      for (int i = 0; i < o_.warmup; ++i) copyOnce(bytes);
+      comm_.barrier();
+      for (int i = 0; i < o_.iters; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        copyOnce(bytes);
+        times.push_back(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::sort(times.begin(), times.end());
+    }
+    const size_t k = times.size();
+    double mine = k == 0 ? 0 : k % 2 ? times[k / 2] : (times[k / 2 - 1] + times[k / 2]) / 2;
+    comm_.allReduce(&mine, &m.timeUs, 1, DataType::Float64, RedOp::Max);
+    m.gbps = m.timeUs > 0 ? static_cast<double>(bytes) / 1.0e3 / m.timeUs : 0;
+    return m;
+  }
+
+  void copyOnce(size_t bytes) {
+    std::memcpy(copyTo_.get(), copyFrom_.get(), bytes);
+    asm volatile("" ::"r"(copyTo_.get()) : "memory");  // the copy must happen each time
   }
 
   double timeSharc(const Call& call, size_t count, DataType type, RedOp op) {
@@ -178,6 +231,7 @@ class Runner {
   size_t maxBytes_;
   Buffer send_;
   Buffer recv_;
+  Buffer copyFrom_, copyTo_;  // --baseline memcpy
 };
 
 }  // namespace

@@ -130,7 +130,7 @@ char shortFor(std::string_view name) {
       {"minbytes", 'b'}, {"maxbytes", 'e'},     {"stepbytes", 'i'}, {"stepfactor", 'f'},
       {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},     {"datatype", 'd'},
       {"op", 'o'},       {"nranks", 'N'},       {"timeout", 'T'},   {"help", 'h'},
-      {"baseline", 'B'}, {"json", 'J'},
+      {"baseline", 'B'}, {"json", 'J'},         {"explain", 'X'},   {"calibrate", 'C'},
   };
   for (const auto& a : kAliases)
     if (name == a.name) return a.letter;
@@ -177,7 +177,11 @@ Options parseOptions(int argc, char** argv) {
       o.help = true;
       continue;
     }
-    if (std::string_view("beifnwcdoNTJB").find(letter) == std::string_view::npos)
+    if (letter == 'X') {
+      o.explain = true;
+      continue;
+    }
+    if (std::string_view("beifnwcdoNTJBC").find(letter) == std::string_view::npos)
       throw UsageError("unknown option '" + std::string(arg) + "'");
     std::string_view value;
     if (inlineValue) {
@@ -206,14 +210,26 @@ Options parseOptions(int argc, char** argv) {
       case 'T': o.timeoutSec = static_cast<int>(parseInt(flag, value, 0, 1 << 30)); break;
       case 'J': o.jsonPath = std::string(value); break;
       case 'B':
-        if (value != "mpi") throw UsageError("--baseline: only 'mpi' is supported");
-        o.mpiBaseline = true;
+        // Repeatable, or a comma list: --baseline mpi --baseline memcpy, --baseline mpi,memcpy.
+        for (size_t at = 0; at <= value.size();) {
+          const size_t comma = std::min(value.find(',', at), value.size());
+          const std::string_view name = value.substr(at, comma - at);
+          if (name == "mpi")
+            o.mpiBaseline = true;
+          else if (name == "memcpy")
+            o.memcpyBaseline = true;
+          else
+            throw UsageError("--baseline: expected mpi or memcpy (or both: mpi,memcpy), got '" +
+                             std::string(name) + "'");
+          at = comma + 1;
+        }
         break;
+      case 'C': o.calibratePath = std::string(value); break;
       default: throw UsageError("unknown option '" + std::string(arg) + "'");
     }
   }
   if (o.help) return o;
-  if (!haveCollective)
+  if (!haveCollective && o.calibratePath.empty())
     throw UsageError("missing collective (all_gather, reduce_scatter or all_reduce)");
   // nccl-tests: a lone -b or -e moves the other bound along when they would cross.
   if (sawMin && !sawMax && o.maxBytes < o.minBytes) o.maxBytes = o.minBytes;
@@ -239,6 +255,9 @@ std::string usageText(const char* program) {
   std::string p = program ? program : "sharc-perf";
   return "usage: " + p +
          " all_gather|reduce_scatter|all_reduce [options]\n"
+         "       " +
+         p +
+         " --calibrate FILE [-N RANKS]\n"
          "  -b, --minbytes SIZE      smallest message, total bytes (default 32M)\n"
          "  -e, --maxbytes SIZE      largest message, total bytes (default 32M)\n"
          "  -f, --stepfactor N       multiply the size by N each step (default 1: use -i)\n"
@@ -256,6 +275,20 @@ std::string usageText(const char* program) {
          "  -T, --timeout SEC        with -N: kill the ranks after SEC seconds (default 0: no)\n"
          "      --baseline mpi       also time the MPI collective (needs mpirun and an MPI\n"
          "                           build) and print 'mpi busbw' and 'ratio' columns\n"
+         "      --baseline memcpy    also time a single core's memcpy (rank 0, the others idle) of the\n"
+         "                           bytes the bus bandwidth counts per rank ((n-1)/n x size for\n"
+         "                           all_gather and reduce_scatter, 2(n-1)/n x size for\n"
+         "                           all_reduce) between two buffers allocated and written\n"
+         "                           beforehand; time = the median over -n\n"
+         "                           copies (after -w untimed ones); prints 'memcpy bw' (those\n"
+         "                           bytes / that time, GB/s) and 'ratio' (out-of-place busbw /\n"
+         "                           memcpy bw). Both baselines: --baseline mpi,memcpy\n"
+         "      --explain            print the tuner's algorithm, its predicted time (us) and\n"
+         "                           measured out-of-place time / predicted per row\n"
+         "      --calibrate FILE     measure the tuner's parameters on this job (latency and\n"
+         "                           bandwidth of a rank pair on one node and across nodes,\n"
+         "                           memcpy, reduction, step overhead) and write FILE for\n"
+         "                           SHARC_TUNER_FILE; no collective needed\n"
          "      --json FILE          write every row as JSON to FILE\n"
          "  -h, --help               this text\n"
          "Sizes take K, M, G suffixes (binary). For all_gather and reduce_scatter the size is\n"

@@ -26,10 +26,13 @@ struct Options {
   std::vector<DataType> types{DataType::Float32};  ///< -d
   std::vector<RedOp> ops{RedOp::Sum};              ///< -o
   int launchRanks = 0;                             ///< -N: self-launch this many ranks (0: don't)
-  int timeoutSec = 0;        ///< -T: kill self-launched ranks after this (0: never)
-  bool mpiBaseline = false;  ///< --baseline mpi
-  std::string jsonPath;      ///< --json FILE
-  bool help = false;         ///< -h
+  int timeoutSec = 0;           ///< -T: kill self-launched ranks after this (0: never)
+  bool mpiBaseline = false;     ///< --baseline mpi
+  bool memcpyBaseline = false;  ///< --baseline memcpy
+  bool explain = false;         ///< --explain: the tuner's plan and prediction per row
+  std::string calibratePath;    ///< --calibrate FILE: measure the tuner's parameters
+  std::string jsonPath;         ///< --json FILE
+  bool help = false;            ///< -h
 };
 
 /// Thrown for a malformed command line; what() is the message to print before the usage.

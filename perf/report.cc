@@ -95,19 +95,27 @@ void Reporter::header(const RunInfo& info) {
                info.launch.c_str());
   for (const auto& line : info.rankLines) std::fprintf(out_, "#  %s\n", line.c_str());
   std::fprintf(out_, "#\n");
-  const bool base = options_.mpiBaseline;
+  // Optional groups, always in this order: mpi baseline, memcpy baseline, tuner plan.
+  const bool base = options_.mpiBaseline, mem = options_.memcpyBaseline, plan = options_.explain;
   std::fprintf(out_, "# %10s  %12s  %8s  %6s  %6s", "", "", "", "", "");
-  std::fprintf(out_, "           out-of-place                       in-place          %s\n",
-               base ? "        mpi baseline" : "");
+  std::fprintf(out_, "           out-of-place                       in-place         ");
+  if (base) std::fprintf(out_, "  %-17s", "   mpi baseline");
+  if (mem) std::fprintf(out_, "  %-17s", " memcpy baseline");
+  if (plan) std::fprintf(out_, "  %-38s", "             tuner");
+  std::fprintf(out_, "\n");
   std::fprintf(out_, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
   std::fprintf(out_, " %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
   std::fprintf(out_, " %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
   if (base) std::fprintf(out_, "  %9s  %6s", "mpi busbw", "ratio");
+  if (mem) std::fprintf(out_, "  %9s  %6s", "memcpy bw", "ratio");
+  if (plan) std::fprintf(out_, "  %-18s  %9s  %7s", "algorithm", "predicted", "ratio");
   std::fprintf(out_, "\n");
   std::fprintf(out_, "# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
   std::fprintf(out_, " %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
   std::fprintf(out_, " %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
   if (base) std::fprintf(out_, "  %9s  %6s", "(GB/s)", "");
+  if (mem) std::fprintf(out_, "  %9s  %6s", "(GB/s)", "");
+  if (plan) std::fprintf(out_, "  %-18s  %9s  %7s", "", "(us)", "meas/pr");
   std::fprintf(out_, "\n");
   std::fflush(out_);
 }
@@ -125,6 +133,16 @@ void Reporter::row(const Row& r) {
     else
       line += format("  %9s  %6s", "-", "-");
   }
+  if (r.memcpy) {
+    if (r.memcpy->gbps > 0)
+      line += format("  %9.2f  %6.2f", r.memcpy->gbps, r.outOfPlace.busBw / r.memcpy->gbps);
+    else
+      line += format("  %9s  %6s", "-", "-");
+  }
+  if (r.plan)
+    line += format("  %-18s  %9s  %7.2f", r.plan->algorithm.c_str(),
+                   timeStr(r.plan->predictedUs).c_str(),
+                   r.plan->predictedUs > 0 ? r.outOfPlace.timeUs / r.plan->predictedUs : 0.0);
   std::fprintf(out_, "%s\n", line.c_str());
   std::fflush(out_);
 }
@@ -180,6 +198,22 @@ bool Reporter::writeJson(const std::string& path) const {
              (b.busBw > 0 ? jsonNumber(r.outOfPlace.busBw / b.busBw) : std::string("null")) + "}";
       else
         s += ",\n     \"mpi\": null";
+    }
+    if (r.memcpy) {
+      const auto& m = *r.memcpy;
+      s += ",\n     \"memcpy\": {\"bytes\": " + std::to_string(m.bytes) +
+           ", \"time_us\": " + jsonNumber(m.timeUs) + ", \"gbps\": " + jsonNumber(m.gbps) +
+           ", \"ratio\": " +
+           (m.gbps > 0 ? jsonNumber(r.outOfPlace.busBw / m.gbps) : std::string("null")) + "}";
+    }
+    if (r.plan) {
+      const auto& p = *r.plan;
+      s += ",\n     \"plan\": {\"algorithm\": " + jsonString(p.algorithm) +
+           ", \"chunk_bytes\": " + std::to_string(p.chunkBytes) +
+           ", \"predicted_us\": " + jsonNumber(p.predictedUs) + ", \"ratio\": " +
+           (p.predictedUs > 0 ? jsonNumber(r.outOfPlace.timeUs / p.predictedUs)
+                              : std::string("null")) +
+           ", \"breakdown\": " + jsonString(p.breakdown) + "}";
     }
     s += "}";
   }

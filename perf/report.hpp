@@ -26,6 +26,21 @@ struct BaselineMeasure {
   double busBw = 0;
 };
 
+/// --baseline memcpy: a one-core memcpy of the bytes the bus bandwidth counts per rank.
+struct MemcpyMeasure {
+  size_t bytes = 0;   ///< bytes copied per rank: (n-1)/n x size (2(n-1)/n for all_reduce)
+  double timeUs = 0;  ///< the slowest rank's median time of one copy
+  double gbps = 0;    ///< bytes / timeUs (1e9 bytes per second)
+};
+
+/// --explain: the tuner's plan for the row's call.
+struct PlanInfo {
+  std::string algorithm;
+  size_t chunkBytes = 0;
+  double predictedUs = 0;
+  std::string breakdown;
+};
+
 struct Row {
   size_t bytes = 0;  ///< total bytes as nccl-tests counts them
   size_t count = 0;  ///< elements per rank (all_gather, reduce_scatter) or in total
@@ -34,7 +49,9 @@ struct Row {
   int root = -1;
   Measure outOfPlace;
   Measure inPlace;
-  std::optional<BaselineMeasure> baseline;  ///< set when --baseline is on
+  std::optional<BaselineMeasure> baseline;  ///< set when --baseline mpi is on
+  std::optional<MemcpyMeasure> memcpy;      ///< set when --baseline memcpy is on
+  std::optional<PlanInfo> plan;             ///< set when --explain is on
 };
 
 /// Facts about the run printed in the header and the JSON.

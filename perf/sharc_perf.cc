@@ -9,6 +9,7 @@
 #include <sharc/communicator.hpp>
 
 #include "bench.hpp"
+#include "calibrate.hpp"
 #include "launch.hpp"
 #include "options.hpp"
 
@@ -41,17 +42,24 @@ bool hasRendezvousEnv() {
   return envSet("SHARC_ROOT") || envSet("MASTER_ADDR");
 }
 
+// The benchmark, or the calibration with --calibrate.
+int runJob(Communicator& comm, const Options& options, const std::string& launch,
+           Baseline* baseline) {
+  if (!options.calibratePath.empty()) return runCalibration(comm, options);
+  return runBenchmark(comm, options, launch, baseline);
+}
+
 // One rank of a job whose communicator comes from the environment (-N children included).
 int runFromEnvironment(const Options& options, const std::string& launch) {
   auto comm = Communicator::createFromEnvironment();
-  const int rc = runBenchmark(*comm, options, launch, nullptr);
+  const int rc = runJob(*comm, options, launch, nullptr);
   comm->destroy();
   return rc;
 }
 
 int runSingle(const Options& options) {
   auto comm = Communicator::create(makeUniqueId(), 1, 0);
-  const int rc = runBenchmark(*comm, options, "single process (no -N, no launcher)", nullptr);
+  const int rc = runJob(*comm, options, "single process (no -N, no launcher)", nullptr);
   comm->destroy();
   return rc;
 }
@@ -68,7 +76,7 @@ int runUnderMpi(const Options& options) {
     auto comm = createFromMpi(MPI_COMM_WORLD);
     std::unique_ptr<Baseline> baseline;
     if (options.mpiBaseline) baseline = makeMpiBaseline(MPI_COMM_WORLD);
-    rc = runBenchmark(*comm, options, "mpi", baseline.get());
+    rc = runJob(*comm, options, "mpi", baseline.get());
     comm->destroy();
   } catch (const std::exception& e) {
     int rank = -1;

@@ -89,7 +89,16 @@ for ((i = 0; i < ${#perNode[@]}; ++i)); do
     [[ -n "$delay" ]] && netem+=(delay "$delay")
     [[ -n "$rate" ]] && netem+=(rate "$rate")
     [[ -n "$loss" ]] && netem+=(loss "$loss")
-    ip netns exec "$ns" tc qdisc add dev eth0 root netem "${netem[@]}" limit 100000
+    if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem "${netem[@]}" limit 100000 \
+      2>/dev/null; then
+      # Kernels without sch_netem: a token bucket can still shape the rate (not delay/loss).
+      if [[ -n "$rate" && -z "$delay$loss" ]]; then
+        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
+      else
+        echo "emulate-cluster: tc netem is not available (kernel module sch_netem)" >&2
+        exit 1
+      fi
+    fi
   fi
 done
 

@@ -65,6 +65,21 @@ struct CommOptions {
   std::string provider;
   /// Bound on every blocking wait and on each operation; 0: SHARC_TIMEOUT_MS.
   std::chrono::milliseconds timeout{0};
+  /// Ranks of one node exchange through sharc's shared-memory transport rather than the
+  /// provider (false, or SHARC_SHM=0: the provider carries everything).
+  bool sharedMemory = true;
+};
+
+/// A collective whose plan Communicator::plan describes.
+enum class CollectiveKind : uint8_t { AllGather, ReduceScatter, AllReduce };
+
+/// How sharc runs one call: the algorithm the tuner picked, its pipelining chunk and the cost
+/// model's predicted time (see SHARC_TUNER_FILE in the README).
+struct CallPlan {
+  std::string algorithm;   ///< "ring", "recursive_doubling", "direct_write", "hierarchical", ...
+  size_t chunkBytes = 0;   ///< pipelining chunk in bytes
+  double predictedUs = 0;  ///< predicted time of one call in microseconds
+  std::string breakdown;   ///< one line: the model's terms behind the prediction
 };
 
 /// A group of ranks that run collectives together. Thread-safe: calls may come from several
@@ -88,6 +103,11 @@ class Communicator {
   int size() const noexcept;
   /// The libfabric provider this communicator's endpoint uses.
   std::string provider() const;
+
+  /// The plan a call of `kind` with `count` elements of `type` (per rank for AllGather and
+  /// ReduceScatter, in total for AllReduce) gets: the same choice the call itself makes,
+  /// SHARC_ALGO and SHARC_CHUNK_BYTES included. Local: no communication.
+  CallPlan plan(CollectiveKind kind, size_t count, DataType type) const;
 
   /// Collective over this communicator: ranks passing the same color form a new communicator,
   /// ordered by (key, old rank). A negative color returns nullptr (the rank joins none).

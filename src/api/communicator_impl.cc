@@ -24,10 +24,32 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   throw Error(code, "rank " + std::to_string(rank) + ": " + algo::collKindName(kind) + ": " + what);
 }
 
+// The tuner's parameters: built-in defaults overlaid with SHARC_TUNER_FILE, read once.
+const algo::TunerParams& tunerParams() {
+  static const algo::TunerParams params = algo::TunerParams::fromConfig(core::Config::get());
+  return params;
+}
+
 }  // namespace
 
 std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
+}
+
+algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type) const {
+  const CommState& c = *state_;
+  const core::Config& config = core::Config::get();
+  algo::CallShape shape;
+  shape.kind = kind;
+  shape.bytesPerRank = count * dataTypeSize(type);
+  shape.nranks = c.size;
+  shape.locality = c.engine->locality;
+  shape.nodes = &c.nodes;
+  shape.maxMessageBytes = c.engine->endpoint().maxMessageSize();
+  shape.chunkBytes = config.chunkBytes;
+  shape.chunkBytesSet = config.chunkBytesSet;
+  shape.override = c.algos;
+  return algo::plan(shape, tunerParams());
 }
 
 void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
@@ -106,21 +128,18 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
   ctx.count = count;
   ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
-  algo::Algorithm algorithm =
-      algo::selectAlgorithm(kind, count * elem, c.size, c.algos, engine.locality);
-  // The log-step algorithms send whole (multi-)blocks in one message; where that could exceed
-  // the provider's largest message, the chunked ring carries the call instead.
-  const bool unchunked =
-      algorithm == algo::Algorithm::RecursiveDoubling || algorithm == algo::Algorithm::Bruck;
-  if (unchunked && count * elem * static_cast<size_t>(c.size) > engine.endpoint().maxMessageSize())
-    algorithm = algo::Algorithm::Ring;
+  // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
+  // the chunked ring where a message could exceed the provider's largest.
+  const algo::Plan plan = this->plan(kind, count, type);
+  const algo::Algorithm algorithm = plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE).
   auto& last = c.lastAlgorithm[static_cast<size_t>(kind) % c.lastAlgorithm.size()];
   if (last != static_cast<int>(algorithm)) {
     last = static_cast<int>(algorithm);
     SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
-                       << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm);
+                       << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
+                       << ", chunk " << plan.chunkBytes << " (" << plan.breakdown << ")");
   }
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 
@@ -129,7 +148,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   args.recv = recv;
   args.count = count;
   args.root = root;
-  args.chunkBytes = std::min(core::Config::get().chunkBytes, engine.endpoint().maxMessageSize());
+  args.chunkBytes = plan.chunkBytes;
   switch (kind) {
     case CollKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
     case CollKind::ReduceScatter: algo::buildReduceScatter(*schedule, algorithm, args); break;
@@ -232,3 +251,15 @@ void CommunicatorImpl::destroy() noexcept {
 }
 
 }  // namespace sharc::detail
+
+namespace sharc {
+
+CallPlan Communicator::plan(CollectiveKind kind, size_t count, DataType type) const {
+  const algo::CollKind k = kind == CollectiveKind::AllGather       ? algo::CollKind::AllGather
+                           : kind == CollectiveKind::ReduceScatter ? algo::CollKind::ReduceScatter
+                                                                   : algo::CollKind::AllReduce;
+  const algo::Plan p = impl_->plan(k, count, type);
+  return {algo::algorithmName(p.algorithm), p.chunkBytes, p.predictedUs, p.breakdown};
+}
+
+}  // namespace sharc

@@ -13,6 +13,7 @@
 
 #include "algorithms/schedule.hpp"
 #include "algorithms/selector.hpp"
+#include "algorithms/tuner.hpp"
 #include "transport/endpoint.hpp"
 
 namespace sharc::detail {
@@ -31,6 +32,8 @@ class Engine {
   std::bitset<algo::tag::kMaxComms> usedCommIds;
   /// More ranks on this host than CPUs: idle waits sleep early so busy ranks get the cores.
   bool oversubscribed = false;
+  /// Ranks of this node reach each other through the shared-memory transport.
+  bool sharedMemory = false;
   /// Where the ranks of the world communicator are (decides the one-host algorithms).
   algo::Locality locality = algo::Locality::Network;
 
@@ -117,6 +120,8 @@ class CommunicatorImpl {
   /// Validates, builds the schedule of `kind` and starts it.
   Request start(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root);
+  /// The tuner's plan for a call of `kind` with `count` elements of `type`.
+  algo::Plan plan(algo::CollKind kind, size_t count, DataType type) const;
   std::shared_ptr<Communicator> split(int color, int key);
   void destroy() noexcept;
   bool destroyed() const { return destroyed_; }

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <sharc/error.hpp>
+#include <sstream>
 #include <string_view>
 
 namespace sharc::core {
@@ -108,7 +111,57 @@ Found firstSet(std::initializer_list<const char*> names) {
   return {};
 }
 
+bool parseSwitch(const char* name, const std::string& v) {
+  const std::string u = upper(v);
+  if (u == "1" || u == "ON" || u == "YES" || u == "TRUE") return true;
+  if (u == "0" || u == "OFF" || u == "NO" || u == "FALSE") return false;
+  badValue(name, v, "0 or 1 (also on/off, yes/no, true/false)");
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
 }  // namespace
+
+std::map<std::string, double> parseTunerText(const std::string& text, const std::string& path) {
+  std::map<std::string, double> out;
+  std::stringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string body = trim(line.substr(0, line.find('#')));
+    if (body.empty()) continue;
+    const std::string where = "SHARC_TUNER_FILE '" + path + "' line " + std::to_string(number);
+    const size_t eq = body.find('=');
+    if (eq == std::string::npos)
+      throw Error(Result::InvalidArgument,
+                  where + ": '" + body + "' is malformed: expected `key = value`");
+    const std::string key = trim(body.substr(0, eq)), value = trim(body.substr(eq + 1));
+    const bool known = std::any_of(std::begin(kTunerKeys), std::end(kTunerKeys),
+                                   [&](const char* k) { return key == k; });
+    if (!known) {
+      std::string keys;
+      for (const char* k : kTunerKeys) keys += std::string(keys.empty() ? "" : ", ") + k;
+      throw Error(Result::InvalidArgument,
+                  where + ": unknown key '" + key + "' (expected one of " + keys + ")");
+    }
+    double v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    const bool zeroOk = key == "cores" || key.ends_with("_us");
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() ||
+        !std::isfinite(v) || v < 0 || (v == 0 && !zeroOk) ||
+        (key == "cores" && (v != std::floor(v) || v > 1 << 20)))
+      throw Error(Result::InvalidArgument,
+                  where + ": key '" + key + "' has value '" + value + "': expected " +
+                      (key == "cores" ? "a whole number of CPUs (0 = detect)"
+                       : zeroOk       ? "a non-negative number of microseconds"
+                                      : "a positive number (GB/s)"));
+    out[key] = v;
+  }
+  return out;
+}
 
 Config Config::load() {
   Config config;
@@ -120,18 +173,26 @@ Config Config::load() {
     config.provider = *fi;
   }
   if (auto v = envValue("SHARC_ALGO")) config.algorithm = *v;
-  if (auto v = envValue("SHARC_CHUNK_BYTES")) config.chunkBytes = parseChunkBytes(*v);
+  if (auto v = envValue("SHARC_CHUNK_BYTES")) {
+    config.chunkBytes = parseChunkBytes(*v);
+    config.chunkBytesSet = true;
+  }
+  if (auto v = envValue("SHARC_TUNER_FILE")) {
+    std::ifstream in(*v);
+    std::stringstream text;
+    if (in) text << in.rdbuf();
+    if (!in || in.bad()) badValue("SHARC_TUNER_FILE", *v, "a readable file of `key = value` lines");
+    config.tunerFile = *v;
+    config.tuner = parseTunerText(text.str(), *v);
+  }
   if (auto v = envValue("SHARC_NODE_ID")) config.nodeId = *v;
   if (auto v = envValue("SHARC_SOCKET_IFNAME")) config.socketIfname = *v;
-  if (auto v = envValue("SHARC_CMA")) {
-    const std::string u = upper(*v);
-    if (u == "1" || u == "ON" || u == "YES" || u == "TRUE")
-      config.cma = true;
-    else if (u == "0" || u == "OFF" || u == "NO" || u == "FALSE")
-      config.cma = false;
-    else
-      badValue("SHARC_CMA", *v, "0 or 1 (also on/off, yes/no, true/false)");
-  }
+  // Only stored: the topology loader reports a missing or unreadable file with the path.
+  if (auto v = envValue("SHARC_TOPO_FILE")) config.topoFile = *v;
+  if (auto v = envValue("SHARC_CMA")) config.cma = parseSwitch("SHARC_CMA", *v);
+  if (auto v = envValue("SHARC_SHM")) config.shm = parseSwitch("SHARC_SHM", *v);
+  if (auto v = envValue("SHARC_BIND_THREAD"))
+    config.bindThread = parseSwitch("SHARC_BIND_THREAD", *v);
   return config;
 }
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -17,9 +18,18 @@ struct Config {
   std::string provider;                       ///< SHARC_FI_PROVIDER, else FI_PROVIDER, else ""
   std::string algorithm;                      ///< SHARC_ALGO ("" = automatic)
   size_t chunkBytes = 1u << 20;               ///< SHARC_CHUNK_BYTES: pipelining chunk (>= 4096)
-  std::string nodeId;                         ///< SHARC_NODE_ID: overrides hostname+boot id
-  std::string socketIfname;                   ///< SHARC_SOCKET_IFNAME: bootstrap interface
-  bool cma = true;  ///< SHARC_CMA: single-copy reads between ranks of one host (Linux CMA)
+  bool chunkBytesSet = false;  ///< SHARC_CHUNK_BYTES was set (else the tuner picks the chunk)
+  std::string nodeId;          ///< SHARC_NODE_ID: overrides hostname+boot id
+  std::string socketIfname;    ///< SHARC_SOCKET_IFNAME: bootstrap interface
+  bool cma = true;        ///< SHARC_CMA: single-copy reads between ranks of one host (Linux CMA)
+  std::string tunerFile;  ///< SHARC_TUNER_FILE: cost-model parameters ("" = built-in)
+  /// The settings of SHARC_TUNER_FILE (key -> value; see kTunerKeys).
+  std::map<std::string, double> tuner;
+  bool shm = true;  ///< SHARC_SHM: ranks of one node exchange through sharc's shared memory
+  /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
+  /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
+  bool bindThread = false;
+  std::string topoFile;  ///< SHARC_TOPO_FILE: hwloc XML topology to use instead of the live one
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and
   /// the expected form when a value is malformed.
@@ -27,6 +37,17 @@ struct Config {
   /// The process-wide configuration, loaded on first use.
   static const Config& get();
 };
+
+/// The keys a SHARC_TUNER_FILE may set (the tuner's parameters, src/algorithms/tuner.hpp).
+inline constexpr const char* kTunerKeys[] = {"local.alpha_us", "local.gbps", "fabric.alpha_us",
+                                             "fabric.gbps",    "copy.gbps",  "reduce.gbps",
+                                             "step_us",        "cores"};
+
+/// Parses the text of a SHARC_TUNER_FILE: one `key = value` per line, '#' starts a comment,
+/// blank lines are skipped, keys from kTunerKeys, values non-negative decimal numbers
+/// (bandwidths and cores > 0 where set; cores may be 0 = detect). Throws
+/// sharc::Error(InvalidArgument) naming SHARC_TUNER_FILE, `path`, the line and the key.
+std::map<std::string, double> parseTunerText(const std::string& text, const std::string& path);
 
 /// Where the bootstrap should rendezvous, as resolved from the environment:
 /// SHARC_ROOT/SHARC_RANK/SHARC_WORLD_SIZE, else torchrun's MASTER_ADDR/MASTER_PORT/RANK/

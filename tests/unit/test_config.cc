@@ -22,6 +22,7 @@ const char* const kVars[] = {
     "MASTER_ADDR",   "MASTER_PORT",          "RANK",
     "WORLD_SIZE",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "SLURM_PROCID",  "SLURM_NTASKS",         "SHARC_CMA",
+    "SHARC_TUNER_FILE",
 };
 
 // Clears every variable the code under test reads, and restores them afterwards.

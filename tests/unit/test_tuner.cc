@@ -1,0 +1,240 @@
+// The tuner: choices for representative shapes, overrides, SHARC_TUNER_FILE parsing and the
+// shape of its predictions.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sharc/error.hpp>
+#include <string>
+#include <vector>
+
+#include "algorithms/tuner.hpp"
+#include "core/config.hpp"
+
+namespace sharc::algo {
+namespace {
+
+// Fixed parameters (cores pinned so the oversubscription factor does not depend on the
+// machine running the test).
+TunerParams params(int cores = 2) {
+  TunerParams p = TunerParams::defaults();
+  p.cores = cores;
+  return p;
+}
+
+CallShape shape(CollKind kind, size_t total, int n, Locality loc, const NodeMap* nodes = nullptr) {
+  CallShape s;
+  s.kind = kind;
+  s.bytesPerRank = kind == CollKind::AllReduce ? total : total / static_cast<size_t>(n);
+  s.nranks = n;
+  s.locality = loc;
+  s.nodes = nodes;
+  return s;
+}
+
+NodeMap layout(const std::vector<int>& perNode) {
+  std::vector<uint64_t> keys;
+  for (size_t i = 0; i < perNode.size(); ++i)
+    for (int j = 0; j < perNode[i]; ++j) keys.push_back(i);
+  return NodeMap::fromKeys(keys);
+}
+
+Algorithm pick(const CallShape& s, const TunerParams& p = params()) {
+  return plan(s, p).algorithm;
+}
+
+constexpr size_t K = 1024, M = 1024 * 1024;
+const Locality kCma = Locality::OneHostSingleCopy, kHost = Locality::OneHost,
+               kNet = Locality::Network;
+
+TEST(Tuner, OneHostSingleCopyMatchesMeasuredWinners) {
+  // selector.cc's measured winners: log-step for tiny calls, DirectWrite for AllGather
+  // from a few tens of KiB, DirectRead for ReduceScatter from a few hundred KiB.
+  EXPECT_EQ(pick(shape(CollKind::AllGather, 1 * K, 2, kCma)), Algorithm::RecursiveDoubling);
+  // Four ranks on two cores: Direct's single round of messages may beat recursive doubling.
+  EXPECT_NE(pick(shape(CollKind::AllGather, 1 * K, 4, kCma)), Algorithm::DirectWrite);
+  EXPECT_NE(pick(shape(CollKind::AllGather, 1 * K, 4, kCma)), Algorithm::Ring);
+  for (size_t total : {256 * K, 1 * M, 16 * M, 64 * M}) {
+    EXPECT_EQ(pick(shape(CollKind::AllGather, total, 2, kCma)), Algorithm::DirectWrite) << total;
+    EXPECT_EQ(pick(shape(CollKind::AllGather, total, 4, kCma)), Algorithm::DirectWrite) << total;
+  }
+  EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 1 * K, 4, kCma)), Algorithm::RecursiveDoubling);
+  for (size_t total : {1 * M, 16 * M, 64 * M}) {
+    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, total, 2, kCma)), Algorithm::DirectRead);
+    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, total, 4, kCma)), Algorithm::DirectRead);
+  }
+  EXPECT_EQ(pick(shape(CollKind::AllReduce, 1 * K, 4, kCma)), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(pick(shape(CollKind::AllReduce, 16 * M, 4, kCma)), Algorithm::DirectRead);
+  // Without single copy: Direct AllGather for large calls, never the single-copy forms.
+  EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * M, 4, kHost)), Algorithm::Direct);
+  EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * M, 4, kHost)), Algorithm::Ring);
+}
+
+TEST(Tuner, NetworkLogStepSmallRingLarge) {
+  const NodeMap one = layout({1, 1, 1, 1});
+  for (int n : {4, 8}) {
+    const NodeMap m = layout(std::vector<int>(static_cast<size_t>(n), 1));
+    EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * K, n, kNet, &m)), Algorithm::RecursiveDoubling);
+    EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * M, n, kNet, &m)), Algorithm::Ring);
+    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * K, n, kNet, &m)),
+              Algorithm::RecursiveDoubling);
+    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * M, n, kNet, &m)), Algorithm::Ring);
+    EXPECT_EQ(pick(shape(CollKind::AllReduce, 4 * K, n, kNet, &m)), Algorithm::RecursiveDoubling);
+    EXPECT_EQ(pick(shape(CollKind::AllReduce, 16 * M, n, kNet, &m)), Algorithm::Ring);
+  }
+  const NodeMap seven = layout({1, 1, 1, 1, 1, 1, 1});
+  EXPECT_EQ(pick(shape(CollKind::AllGather, 8 * K, 7, kNet, &seven)), Algorithm::Bruck);
+  EXPECT_EQ(pick(shape(CollKind::AllGather, 64 * M, 7, kNet, &seven)), Algorithm::Ring);
+  (void)one;
+}
+
+TEST(Tuner, HierarchicalOnSeveralNodesForLargeCalls) {
+  const NodeMap twoByTwo = layout({2, 2});
+  TunerParams slow = params(4);
+  slow.fabric.gbps = 0.25;  // 2 Gbit/s links, local far faster
+  for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter}) {
+    EXPECT_EQ(pick(shape(k, 64 * M, 4, kNet, &twoByTwo), slow), Algorithm::Hierarchical);
+    EXPECT_EQ(pick(shape(k, 64 * M, 4, kNet, &twoByTwo)), Algorithm::Hierarchical);
+  }
+  // One rank per node, or a single node: nothing to gain, not a candidate.
+  const NodeMap spread = layout({1, 1, 1, 1});
+  EXPECT_NE(pick(shape(CollKind::AllGather, 64 * M, 4, kNet, &spread), slow),
+            Algorithm::Hierarchical);
+  EXPECT_NE(pick(shape(CollKind::AllGather, 64 * M, 4, kCma, &twoByTwo), slow),
+            Algorithm::Hierarchical);
+  // The flat ring loads each node's link with (n-1)/n of the total, hierarchical (N-1)/N.
+  const CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
+  EXPECT_GT(predictUs(s, Algorithm::Ring, M, slow) / predictUs(s, Algorithm::Hierarchical, M, slow),
+            1.3);
+}
+
+TEST(Tuner, InterleavedRanksLoadTheFabricMore) {
+  const NodeMap byNode = NodeMap::fromKeys({0, 0, 1, 1});
+  const NodeMap interleaved = NodeMap::fromKeys({0, 1, 0, 1});
+  const TunerParams p = params(4);
+  const double a =
+      predictUs(shape(CollKind::AllGather, 64 * M, 4, kNet, &byNode), Algorithm::Ring, M, p);
+  const double b =
+      predictUs(shape(CollKind::AllGather, 64 * M, 4, kNet, &interleaved), Algorithm::Ring, M, p);
+  EXPECT_GT(b, a * 1.5);
+}
+
+TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
+  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kCma);
+  s.override = AlgorithmOverride::parse("ring");
+  EXPECT_EQ(pick(s), Algorithm::Ring);
+  s.override = AlgorithmOverride::parse("allgather:bruck");
+  EXPECT_EQ(pick(s), Algorithm::Bruck);
+  EXPECT_NE(plan(s, params()).breakdown.find("SHARC_ALGO"), std::string::npos);
+  s.maxMessageBytes = 8 * M;  // Bruck would send the whole 64 MiB in messages up to 48 MiB
+  EXPECT_EQ(pick(s), Algorithm::Ring);
+  CallShape t = shape(CollKind::AllGather, 64 * K, 4, kNet);
+  t.maxMessageBytes = 16 * K;
+  EXPECT_EQ(pick(t), Algorithm::Ring);
+  EXPECT_LE(plan(t, params()).chunkBytes, 16 * K);
+}
+
+TEST(Tuner, ChunkFromTheModelUnlessSet) {
+  const NodeMap m = layout({1, 1, 1, 1});
+  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &m);
+  const Plan p = plan(s, params());
+  EXPECT_GE(p.chunkBytes, 256 * K);
+  EXPECT_LE(p.chunkBytes, 4 * M);
+  s.chunkBytes = 64 * K;
+  s.chunkBytesSet = true;
+  EXPECT_EQ(plan(s, params()).chunkBytes, 64 * K);
+  EXPECT_FALSE(plan(s, params()).breakdown.empty());
+}
+
+TEST(Tuner, PredictionsGrowWithSize) {
+  const NodeMap m = layout({2, 2});
+  for (Locality loc : {kCma, kHost, kNet}) {
+    for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce}) {
+      double last = 0;
+      for (size_t total = 1 * K; total <= 256 * M; total *= 2) {
+        const CallShape s = shape(k, total, 4, loc, &m);
+        for (Algorithm a : candidates(s)) {
+          const double t = predictUs(s, a, M, params());
+          EXPECT_GT(t, 0);
+          const double smaller = predictUs(shape(k, total / 2, 4, loc, &m), a, M, params());
+          EXPECT_GE(t, smaller) << algorithmName(a) << " " << total;
+        }
+        const double best = plan(s, params()).predictedUs;
+        EXPECT_GE(best, last);
+        last = best;
+      }
+    }
+  }
+}
+
+TEST(Tuner, SelectAlgorithmIsTheTunersChoice) {
+  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * M, 4, {}, kCma),
+            plan(shape(CollKind::AllGather, 64 * M, 4, kCma), TunerParams::defaults()).algorithm);
+  EXPECT_EQ(selectAlgorithm(CollKind::Broadcast, 4, 4, {}), Algorithm::BinomialTree);
+}
+
+// Expects parseTunerText to throw InvalidArgument naming the variable and every part.
+void expectBad(const std::string& text, const std::vector<std::string>& parts) {
+  try {
+    core::parseTunerText(text, "/tmp/t.txt");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Result::InvalidArgument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("SHARC_TUNER_FILE"), std::string::npos) << what;
+    for (const auto& part : parts) EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
+}
+
+TEST(TunerFile, ParsesKeysCommentsAndBlanks) {
+  const auto v = core::parseTunerText(
+      "# measured\n\nlocal.alpha_us = 2.5\n  fabric.gbps=12.5  # 100 Gbit/s\ncores = 0\n", "f");
+  EXPECT_DOUBLE_EQ(v.at("local.alpha_us"), 2.5);
+  EXPECT_DOUBLE_EQ(v.at("fabric.gbps"), 12.5);
+  core::Config c;
+  c.tuner = v;
+  const TunerParams p = TunerParams::fromConfig(c);
+  EXPECT_DOUBLE_EQ(p.local.alphaUs, 2.5);
+  EXPECT_DOUBLE_EQ(p.fabric.gbps, 12.5);
+  EXPECT_DOUBLE_EQ(p.copyGbps, TunerParams::defaults().copyGbps);
+  // toText round-trips.
+  core::Config d;
+  d.tuner = core::parseTunerText(p.toText(), "text");
+  EXPECT_NEAR(TunerParams::fromConfig(d).fabric.gbps, 12.5, 1e-9);
+}
+
+TEST(TunerFile, BadInputNamesVariableLineAndKey) {
+  expectBad("local.gbps = 3\nlocal.speed = 4\n", {"line 2", "local.speed", "/tmp/t.txt"});
+  expectBad("local.gbps 3\n", {"line 1", "key = value"});
+  expectBad("\n\nfabric.gbps = fast\n", {"line 3", "fabric.gbps", "'fast'"});
+  expectBad("fabric.gbps = 0\n", {"line 1", "fabric.gbps"});
+  expectBad("step_us = -1\n", {"line 1", "step_us"});
+  expectBad("cores = 1.5\n", {"line 1", "cores"});
+  expectBad("reduce.gbps = 4x\n", {"line 1", "reduce.gbps"});
+}
+
+TEST(TunerFile, ConfigReadsTheFile) {
+  char path[] = "/tmp/sharc_tuner_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "copy.gbps = 3\nbogus = 1\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  ::setenv("SHARC_TUNER_FILE", path, 1);
+  try {
+    core::Config::load();
+    ADD_FAILURE() << "bad file accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("SHARC_TUNER_FILE"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("line 2"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("bogus"), std::string::npos);
+  }
+  ::setenv("SHARC_TUNER_FILE", "/nonexistent/sharc.tuner", 1);
+  EXPECT_THROW(core::Config::load(), Error);
+  ::unsetenv("SHARC_TUNER_FILE");
+  std::remove(path);
+}
+
+}  // namespace
+}  // namespace sharc::algo
