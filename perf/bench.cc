@@ -162,7 +162,6 @@ class Runner {
     comm_.barrier();
     if (bytes > 0 && comm_.rank() == 0) {
       for (int i = 0; i < o_.warmup; ++i) copyOnce(bytes);
-      comm_.barrier();
       for (int i = 0; i < o_.iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         copyOnce(bytes);

@@ -101,7 +101,10 @@ ShmEndpoint::ShmEndpoint(ShmSegment segment, ShmGeometry geometry, int me,
   }
 }
 
-ShmEndpoint::~ShmEndpoint() = default;
+ShmEndpoint::~ShmEndpoint() {
+  SHARC_INFO("shared memory: " << messages_ << " messages received, " << unexpectedCount_
+                               << " of them before their receive was posted");
+}
 
 PostStatus ShmEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                                  Transfer& t) {
@@ -211,6 +214,7 @@ void ShmEndpoint::startIncoming(int local, uint64_t tag, size_t total) {
   Peer& p = peers_[local];
   Incoming& in = p.incoming;
   in = Incoming{true, tag, total, 0, nullptr, nullptr, nullptr, false};
+  ++messages_;
   auto take = [&](std::list<Recv>& list) {
     for (auto it = list.begin(); it != list.end(); ++it) {
       if (!matches(*it, tag)) continue;
@@ -232,6 +236,7 @@ void ShmEndpoint::startIncoming(int local, uint64_t tag, size_t total) {
     if (in.discard) in.recv = nullptr;  // truncated: already failed
     return;
   }
+  ++unexpectedCount_;
   p.unexpected.push_back(Unexpected{tag, std::vector<std::byte>(total), 0, nullptr});
   in.unexpected = &p.unexpected.back();
   in.dst = in.unexpected->data.data();
@@ -319,7 +324,11 @@ size_t ShmEndpoint::progress() {
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (static_cast<int>(i) == me_) continue;
     Peer& p = peers_[i];
-    if (p.abandon || !p.sends.empty()) writeSends(p, nullptr);
+    if (p.abandon || !p.sends.empty()) {
+      const uint64_t before = p.tail;
+      writeSends(p, nullptr);
+      handled += p.tail - before;  // slots written are progress too (the waiter keeps spinning)
+    }
     handled += readFragments(static_cast<int>(i));
     pending = pending || !p.sends.empty() || !p.recvs.empty() || p.incoming.active;
   }

@@ -136,6 +136,7 @@ class ShmEndpoint final : public Endpoint {
   std::vector<Completion> completions_;
   std::chrono::steady_clock::time_point nextPeerCheck_;
   std::string lastError_;
+  uint64_t messages_ = 0, unexpectedCount_ = 0;  // for the INFO line at destruction
 };
 
 }  // namespace sharc::transport
