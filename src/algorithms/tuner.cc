@@ -73,6 +73,12 @@ namespace {
 constexpr LinkParams kLocal{1.5, 3.5};
 constexpr LinkParams kFabric{40.0, 1.8};
 constexpr double kCopyGbps = 8.0;
+// Shared-memory messages up to this size move at cache speed (one slot of the transport's
+// FIFO, shm_endpoint.cc); 16 KiB when ranks outnumber cores. Larger ones were measured to
+// depend on the two cores' placement (1.4 to 9 GB/s between runs), so the model takes the
+// streaming figure for them and single-copy reads win.
+constexpr double kFifoBytes = 64 << 10;
+constexpr double kFifoBytesOversubscribed = 16 << 10;
 constexpr double kReduceGbps = 10.0;
 constexpr double kStepUs = 1.0;
 
@@ -80,11 +86,15 @@ constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
 
+// Read once: the tuner runs on every call, and this is a system call.
 int detectCores() {
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return CPU_COUNT(&cpus);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
+  static const int cores = [] {
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return CPU_COUNT(&cpus);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+  }();
+  return cores;
 }
 
 // Sums of the model's terms for one algorithm.
@@ -115,8 +125,17 @@ class Model {
     bl_ = p.local.usPerByte();
     bf_ = p.fabric.usPerByte();
     c_ = 1.0 / (p.copyGbps * 1e3);
+    blCache_ = 1.0 / (p.localCacheGbps * 1e3);
     g_ = 1.0 / (p.reduceGbps * 1e3);
   }
+
+  // us per byte of a shared-memory message of x bytes: cached while small, else streamed,
+  // and slowed by oversubscription (both ends must run for a FIFO to move).
+  double localPerByte(double x) const {
+    return x <= (o_ > 1 ? kFifoBytesOversubscribed : kFifoBytes) ? blCache_ : o_ * bl_;
+  }
+  // Latency of one round of local messages.
+  double localLatency() const { return o_ * p_.local.alphaUs + (o_ > 1 ? o_ * p_.switchUs : 0); }
 
   int n() const { return n_; }
   int nodes() const { return nodes_; }
@@ -140,13 +159,14 @@ class Model {
     }
     double load = 0;
     for (int i = 0; i < nodes_; ++i) load = std::max({load, out[i], in[i]});
-    const double wire = std::max(anyLocal ? o_ * x * bl_ : 0.0, load * bf_);
-    k.latency += (anyCross ? p_.fabric.alphaUs : o_ * p_.local.alphaUs) + p_.stepUs;
+    const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, load * bf_);
+    k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
     // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
     k.transfer += wire + (chunked ? 0.0 : o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_);
     if (reduce) k.reduce += o_ * x * g_;
     if (chunked)
-      pipeline(k, x, anyCross ? std::max(bf_ * load / std::max(x, 1.0), bl_) : o_ * bl_, reduce);
+      pipeline(k, x, anyCross ? std::max(bf_ * load / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
+               reduce);
     k.fabric = k.fabric || anyCross;
     ++k.steps;
   }
@@ -163,7 +183,7 @@ class Model {
   // Single-copy handshakes (each a message to and from every peer) plus `bytes` copied (and
   // `reduced` reduced) by each rank.
   void singleCopy(Cost& k, int handshakes, double bytes, double reduced) const {
-    k.latency += handshakes * (o_ * p_.local.alphaUs + (n_ - 1) * p_.stepUs);
+    k.latency += handshakes * (localLatency() + (n_ - 1) * p_.stepUs);
     k.transfer += o_ * bytes * c_;
     k.reduce += o_ * reduced * g_;
     k.steps += handshakes;
@@ -179,15 +199,15 @@ class Model {
     const int N = nodes_, L = maxLocal_;
     const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
     const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
-    k.latency +=
-        p_.fabric.alphaUs + (N - 1) * p_.stepUs + o_ * p_.local.alphaUs + (L - 1) * p_.stepUs;
-    k.transfer += std::max(fabricBytes * bf_, o_ * localBytes * bl_);
+    k.latency += p_.fabric.alphaUs + (N - 1) * p_.stepUs + localLatency() + (L - 1) * p_.stepUs;
+    const double blChunk = localPerByte(std::min(m, static_cast<double>(chunk_)));
+    k.transfer += std::max(fabricBytes * bf_, o_ * localBytes * blChunk);
     if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
     const double perBlock = std::ceil(m / static_cast<double>(chunk_));
     k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
     if (perBlock > 1)
       fill_ = std::max(
-          fill_, static_cast<double>(chunk_) * (L * bf_ + o_ * bl_ + (reduce ? o_ * g_ : 0.0)));
+          fill_, static_cast<double>(chunk_) * (L * bf_ + o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
     k.fabric = true;
     k.steps += 2;
   }
@@ -202,9 +222,9 @@ class Model {
       load = std::max(load, here * static_cast<double>(n_ - here) * x);
       localPeers = std::max(localPeers, here - 1);
     }
-    k.latency += (load > 0 ? p_.fabric.alphaUs : o_ * p_.local.alphaUs) + (n_ - 1) * p_.stepUs;
-    k.transfer += std::max(o_ * localPeers * x * bl_, load * bf_);
-    pipeline(k, x, o_ * bl_, false);
+    k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
+    k.transfer += std::max(o_ * localPeers * x * localPerByte(x), load * bf_);
+    pipeline(k, x, o_ * localPerByte(x), false);
     k.fabric = load > 0;
     ++k.steps;
   }
@@ -213,7 +233,7 @@ class Model {
   const TunerParams& p_;
   int n_ = 1, nodes_ = 1, maxLocal_ = 1;
   size_t chunk_ = 1u << 20;
-  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0;
+  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0;
   std::vector<int> node_;
   mutable double fill_ = 0;
 };
@@ -330,6 +350,11 @@ TunerParams TunerParams::defaults() {
   p.reduceGbps = kReduceGbps;
   p.stepUs = kStepUs;
   p.cores = 0;
+  // 4 ranks on 2 cores, sharc-perf all_gather -b 1K -e 256K under mpirun: direct (FIFO) 5.6-8.2
+  // us at 4-16 KiB gathered and 15-19 us at 64 KiB, against 21-40 us for direct_write (two
+  // handshake rounds), and direct at 0.3-0.5x direct_write's bandwidth from 256 KiB up.
+  p.localCacheGbps = 12.0;
+  p.switchUs = 4.0;
   return p;
 }
 
@@ -352,6 +377,10 @@ TunerParams TunerParams::fromConfig(const core::Config& config) {
       p.stepUs = value;
     else if (key == "cores")
       p.cores = static_cast<int>(value);
+    else if (key == "local.cache_gbps")
+      p.localCacheGbps = value;
+    else if (key == "switch_us")
+      p.switchUs = value;
   }
   return p;
 }
@@ -361,9 +390,9 @@ std::string TunerParams::toText() const {
   std::snprintf(buf, sizeof buf,
                 "local.alpha_us = %.3f\nlocal.gbps = %.3f\nfabric.alpha_us = %.3f\n"
                 "fabric.gbps = %.3f\ncopy.gbps = %.3f\nreduce.gbps = %.3f\nstep_us = %.3f\n"
-                "cores = %d\n",
+                "cores = %d\nlocal.cache_gbps = %.3f\nswitch_us = %.3f\n",
                 local.alphaUs, local.gbps, fabric.alphaUs, fabric.gbps, copyGbps, reduceGbps,
-                stepUs, cores);
+                stepUs, cores, localCacheGbps, switchUs);
   return buf;
 }
 
@@ -436,7 +465,7 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
   return k.total();
 }
 
-Plan plan(const CallShape& shape, const TunerParams& p) {
+Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   std::optional<Algorithm> forced;
   switch (shape.kind) {
     case CollKind::AllGather: forced = shape.override.allGather; break;
@@ -463,18 +492,18 @@ Plan plan(const CallShape& shape, const TunerParams& p) {
       if (chunks.empty()) chunks.push_back(cap);
     }
     for (size_t c : chunks) {
-      std::string why;
-      const double t = predictUs(shape, a, c, p, &why);
+      const double t = predictUs(shape, a, c, p);
       // Strictly cheaper wins, so ties keep the earlier (simpler) candidate and chunk.
       if (best.predictedUs < 0 || t < best.predictedUs) {
         best.algorithm = a;
         best.chunkBytes = c;
         best.predictedUs = t;
-        best.breakdown = std::move(why);
       }
     }
   }
-  if (forced) best.breakdown += " [SHARC_ALGO]";
+  // Formatting the terms costs more than the model: only for the winner (this runs per call).
+  if (withBreakdown) predictUs(shape, best.algorithm, best.chunkBytes, p, &best.breakdown);
+  if (forced && withBreakdown) best.breakdown += " [SHARC_ALGO]";
   return best;
 }
 

@@ -37,6 +37,13 @@ struct TunerParams {
   double reduceGbps = 1;  ///< [reduce.gbps] reduction kernel, bytes of one input per second
   double stepUs = 0;      ///< [step_us] software overhead of one schedule step or chunk
   int cores = 0;          ///< [cores] CPUs per node (0: this process's affinity mask)
+  /// [local.cache_gbps] shared-memory messages small enough for the FIFO (1 MiB) stay in
+  /// cache; larger ones stream at local.gbps (divided by the oversubscription: sender and
+  /// receiver must both be running for a FIFO to move).
+  double localCacheGbps = 1;
+  /// [switch_us] with more local ranks than cores, what each round of local messages adds
+  /// per rank sharing a core (the peers must be scheduled in turn).
+  double switchUs = 0;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();
@@ -77,6 +84,7 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
 /// (SHARC_CHUNK_BYTES when set, else the cheapest of 256K..4M). The log-step algorithms
 /// (whole blocks in one message) fall back to Ring when the call exceeds maxMessageBytes.
 /// Deterministic: every rank gets the same plan from the same shape and parameters.
-Plan plan(const CallShape& shape, const TunerParams& p);
+/// `withBreakdown` fills Plan::breakdown (string formatting: not on the per-call path).
+Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown = true);
 
 }  // namespace sharc::algo

@@ -174,7 +174,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
     endpoint = std::make_unique<transport::RoutedEndpoint>(
         std::move(endpoint),
         std::make_unique<transport::ShmEndpoint>(std::move(segment), geometry, me,
-                                                 std::move(peerOfLocal), std::move(pidOfLocal)));
+                                                 std::move(peerOfLocal), std::move(pidOfLocal)),
+        static_cast<size_t>(size));
   }
   auto engine = std::make_shared<Engine>(std::move(endpoint));
   engine->oversubscribed = static_cast<long>(local.size()) > usableCpus;

@@ -36,7 +36,8 @@ std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
 }
 
-algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type) const {
+algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type,
+                                  bool withBreakdown) const {
   const CommState& c = *state_;
   const core::Config& config = core::Config::get();
   algo::CallShape shape;
@@ -49,7 +50,7 @@ algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type) co
   shape.chunkBytes = config.chunkBytes;
   shape.chunkBytesSet = config.chunkBytesSet;
   shape.override = c.algos;
-  return algo::plan(shape, tunerParams());
+  return algo::plan(shape, tunerParams(), withBreakdown);
 }
 
 void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
@@ -130,7 +131,15 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
   // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
   // the chunked ring where a message could exceed the provider's largest.
-  const algo::Plan plan = this->plan(kind, count, type);
+  // Training loops repeat the same few shapes: the last plans are kept per communicator.
+  const uint64_t planKey =
+      uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * dataTypeSize(type));
+  auto cached = c.plans.find(planKey);
+  if (cached == c.plans.end()) {
+    if (c.plans.size() >= 256) c.plans.clear();
+    cached = c.plans.emplace(planKey, this->plan(kind, count, type, false)).first;
+  }
+  const algo::Plan& plan = cached->second;
   const algo::Algorithm algorithm = plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE).
@@ -139,7 +148,8 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
     last = static_cast<int>(algorithm);
     SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
                        << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
-                       << ", chunk " << plan.chunkBytes << " (" << plan.breakdown << ")");
+                       << ", chunk " << plan.chunkBytes << " ("
+                       << this->plan(kind, count, type, true).breakdown << ")");
   }
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sharc/communicator.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "algorithms/schedule.hpp"
@@ -72,6 +73,9 @@ class CommState final : public transport::TransferOwner {
   const algo::AlgorithmOverride algos;
   uint32_t nextSeq = 0;
   std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
+  /// Recent tuner plans by (collective, bytes): every input of the plan but these is fixed
+  /// for the communicator's life.
+  std::unordered_map<uint64_t, algo::Plan> plans;
   bool aborted = false;
   std::string abortMessage;
 
@@ -121,7 +125,8 @@ class CommunicatorImpl {
   Request start(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root);
   /// The tuner's plan for a call of `kind` with `count` elements of `type`.
-  algo::Plan plan(algo::CollKind kind, size_t count, DataType type) const;
+  algo::Plan plan(algo::CollKind kind, size_t count, DataType type,
+                  bool withBreakdown = true) const;
   std::shared_ptr<Communicator> split(int color, int key);
   void destroy() noexcept;
   bool destroyed() const { return destroyed_; }

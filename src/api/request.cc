@@ -36,10 +36,12 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
     // ranks than CPUs they sleep much sooner, since spinning then steals the peers' cores.
     if (moved) {
       idle = 0;
-    } else if (++idle > 64) {
-      const int sleepAfter = engine.oversubscribed ? 256 : 20000;
+    } else if (++idle > (engine.oversubscribed ? 2 : 64)) {
+      // Oversubscribed, a yield hands the core to a rank that has work (as MPI's
+      // yield_when_idle does); sleeping would add the timer's latency to every message.
+      const int sleepAfter = engine.oversubscribed ? 4096 : 20000;
       if (idle > sleepAfter) {
-        const timespec ts{0, engine.oversubscribed ? 20000 : 50000};
+        const timespec ts{0, 50000};
         nanosleep(&ts, nullptr);
       } else {
         sched_yield();

@@ -39,9 +39,9 @@ struct Config {
 };
 
 /// The keys a SHARC_TUNER_FILE may set (the tuner's parameters, src/algorithms/tuner.hpp).
-inline constexpr const char* kTunerKeys[] = {"local.alpha_us", "local.gbps", "fabric.alpha_us",
-                                             "fabric.gbps",    "copy.gbps",  "reduce.gbps",
-                                             "step_us",        "cores"};
+inline constexpr const char* kTunerKeys[] = {
+    "local.alpha_us", "local.gbps", "fabric.alpha_us", "fabric.gbps",      "copy.gbps",
+    "reduce.gbps",    "step_us",    "cores",           "local.cache_gbps", "switch_us"};
 
 /// Parses the text of a SHARC_TUNER_FILE: one `key = value` per line, '#' starts a comment,
 /// blank lines are skipped, keys from kTunerKeys, values non-negative decimal numbers

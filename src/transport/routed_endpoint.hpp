@@ -12,7 +12,11 @@ namespace sharc::transport {
 
 class RoutedEndpoint final : public Endpoint, private TransferOwner {
  public:
-  RoutedEndpoint(std::unique_ptr<Endpoint> fabric, std::unique_ptr<ShmEndpoint> local);
+  /// `peers`: how many peers the (already resolved) fabric endpoint has. When every one of
+  /// them is on this node, the fabric carries nothing but cancellations and is polled only
+  /// now and then (a poll of tcp is a system call).
+  RoutedEndpoint(std::unique_ptr<Endpoint> fabric, std::unique_ptr<ShmEndpoint> local,
+                 size_t peers);
   ~RoutedEndpoint() override;
 
   /// The fabric provider's name (the shared-memory transport is reported separately).
@@ -49,6 +53,8 @@ class RoutedEndpoint final : public Endpoint, private TransferOwner {
   std::unique_ptr<Endpoint> fabric_;
   std::unique_ptr<ShmEndpoint> local_;
   std::list<Wildcard> wildcards_;
+  bool allLocal_ = false;
+  uint32_t sinceFabricPoll_ = 0;
   std::string lastError_;
 };
 

@@ -137,6 +137,7 @@ class ShmEndpoint final : public Endpoint {
   std::chrono::steady_clock::time_point nextPeerCheck_;
   std::string lastError_;
   uint64_t messages_ = 0, unexpectedCount_ = 0;  // for the INFO line at destruction
+  uint32_t polls_ = 0;
 };
 
 }  // namespace sharc::transport
