@@ -148,7 +148,9 @@ class Model {
     std::vector<double> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
     for (int r = 0; r < n_; ++r) {
       const int q = peer(r);
-      if (q == r) continue;
+      // r^d on a group that is not a power of two (a forced or folded recursive doubling):
+      // no partner there.
+      if (q == r || q < 0 || q >= n_) continue;
       if (node_[r] == node_[q]) {
         anyLocal = true;
       } else {
@@ -440,10 +442,10 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
       case CollKind::AllGather: allGather(md, k, a, x); break;
       case CollKind::ReduceScatter: reduceScatter(md, k, a, x); break;
       case CollKind::AllReduce: allReduce(md, k, a, x); break;
-      case CollKind::Broadcast:
+      case CollKind::Broadcast:  // binomial tree: partner r^d where it exists
         for (int d = 1; d < md.n(); d <<= 1)
           md.step(
-              k, [d](int r) { return r ^ d; }, x, false, true);
+              k, [d, &md](int r) { return (r ^ d) < md.n() ? r ^ d : r; }, x, false, true);
         break;
       default:
         for (int d = 1; d < md.n(); d <<= 1)

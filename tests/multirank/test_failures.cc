@@ -81,6 +81,8 @@ TEST(Failures, KilledRankFailsTheOthersAndLeavesNothingInDevShm) {
   RunOptions o = shortTimeout();
   o.env.erase("SHARC_FI_PROVIDER");
   o.env["SHARC_SHM"] = "1";
+  // Far above the bound checked below: the error must come from noticing the death.
+  o.env["SHARC_TIMEOUT_MS"] = "60000";
   o.mayFail = {1};
   runRanks(
       4,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sharc/error.hpp>
@@ -172,6 +173,26 @@ TEST(Tuner, SelectAlgorithmIsTheTunersChoice) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * M, 4, {}, kCma),
             plan(shape(CollKind::AllGather, 64 * M, 4, kCma), TunerParams::defaults()).algorithm);
   EXPECT_EQ(selectAlgorithm(CollKind::Broadcast, 4, 4, {}), Algorithm::BinomialTree);
+}
+
+// Every collective on every group size up to 9 (a binomial tree's partner r^d may not exist
+// when n is not a power of two): a finite, positive prediction.
+TEST(Tuner, EveryCollectiveAndGroupSizeHasAFinitePrediction) {
+  for (CollKind kind : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce,
+                        CollKind::Broadcast, CollKind::Barrier})
+    for (int n = 1; n <= 9; ++n)
+      for (Locality loc : {kCma, kHost, kNet}) {
+        const Plan p = plan(shape(kind, 4 * K, n, loc), TunerParams::defaults());
+        EXPECT_TRUE(std::isfinite(p.predictedUs) && p.predictedUs > 0)
+            << collKindName(kind) << " n=" << n;
+        // Forced algorithms are predicted too, whatever the group size.
+        for (const char* forced : {"rd", "bruck", "ring", "direct", "hierarchical"}) {
+          CallShape s = shape(kind, 4 * K, n, loc);
+          s.override = AlgorithmOverride::parse(forced);
+          EXPECT_TRUE(std::isfinite(plan(s, TunerParams::defaults()).predictedUs))
+              << forced << " n=" << n;
+        }
+      }
 }
 
 // Expects parseTunerText to throw InvalidArgument naming the variable and every part.
