@@ -37,9 +37,10 @@ struct Plan {
         elem(dataTypeSize(s.context().type)),
         count(count),
         uneven(uneven),
+        rotate(s.context().hierRotate ? 1 : 0),
         maxHeld(hierMaxHeld(map)) {
     for (int t : map.ranksOf[static_cast<size_t>(node)]) {
-      heldOf.push_back(hierHeldBlocks(map, t));
+      heldOf.push_back(hierHeldBlocks(map, t, rotate));
       if (t != r) peers.push_back(t);
     }
     stride = (uneven ? evenBlock(count, n, 0).count : count) * elem;
@@ -73,6 +74,7 @@ struct Plan {
   int n, r, node;
   size_t elem, count;
   bool uneven;  // AllReduce: block q is evenBlock(count, n, q) of one vector
+  int rotate;   // hierarchical_pattern.hpp's rotated proxy rule
   int maxHeld;
   std::vector<std::vector<int>> heldOf;  // by local index: hierHeldBlocks of each node rank
   std::vector<int> peers;                // the other ranks of this node, ascending
@@ -102,7 +104,7 @@ std::vector<OpId> reducePhase(Schedule& s, const Plan& p, const std::byte* send,
     for (const bool foreign : {true, false}) {
       for (int q = 0; q < p.n; ++q) {
         if (q == r || (p.map.nodeOf[static_cast<size_t>(q)] != p.node) != foreign) continue;
-        const int holder = foreign ? hierProxy(p.map, p.node, q) : q;
+        const int holder = foreign ? hierProxy(p.map, p.node, q, p.rotate) : q;
         if (holder == r) continue;
         noteReader(q, ch,
                    s.send(holder, p.intraSlot(base, holder, q, ch), send + p.at(q, ch),
@@ -147,7 +149,8 @@ std::vector<OpId> reducePhase(Schedule& s, const Plan& p, const std::byte* send,
       } else {
         int m = static_cast<int>(i - local);
         if (m >= p.node) ++m;  // skip this node
-        rv = s.recv(hierProxy(p.map, m, r), p.interSlot(base, ch), into, pc.count * p.elem);
+        rv = s.recv(hierProxy(p.map, m, r, p.rotate), p.interSlot(base, ch), into,
+                    pc.count * p.elem);
       }
       // In place, dst is this rank's own contribution: the first reduction reads it there.
       const OpId rd = s.reduce(dst, i == 0 ? send + p.at(r, ch) : dst, into, pc.count);
@@ -182,7 +185,7 @@ void gatherPhase(Schedule& s, const Plan& p, const std::byte* own, std::byte* re
     }
     // From node peers, every other block.
     for (int q = 0; q < p.n; ++q) {
-      const int from = hierIntraSource(p.map, r, q);
+      const int from = hierIntraSource(p.map, r, q, p.rotate);
       if (from < 0) continue;
       const OpId rv = s.recv(from, p.intraSlot(base, from, q, ch), recv + p.at(q, ch),
                              p.piece(q, ch).count * p.elem);
@@ -196,7 +199,7 @@ void gatherPhase(Schedule& s, const Plan& p, const std::byte* own, std::byte* re
       if (ownReady) s.after(sd, (*ownReady)[ch]);
     };
     for (int m = 0; m < p.map.nodes(); ++m)
-      if (m != p.node) sendOwn(hierProxy(p.map, m, r), p.interSlot(base, ch));
+      if (m != p.node) sendOwn(hierProxy(p.map, m, r, p.rotate), p.interSlot(base, ch));
     for (int t : p.peers) sendOwn(t, p.intraSlot(base, r, r, ch));
     // Chunks received as proxy, forwarded as soon as they are in.
     for (size_t j = 0; j < mine.size(); ++j) {

@@ -4,17 +4,19 @@
 
 namespace sharc::algo {
 
-int hierProxy(const NodeMap& map, int node, int q) {
+int hierProxy(const NodeMap& map, int node, int q, int rotate) {
   const std::vector<int>& ranks = map.ranksOf[static_cast<size_t>(node)];
-  const int local = map.localRank[static_cast<size_t>(q)];
+  const int local =
+      map.localRank[static_cast<size_t>(q)] + rotate * map.nodeOf[static_cast<size_t>(q)];
   return ranks[static_cast<size_t>(local) % ranks.size()];
 }
 
-std::vector<int> hierHeldBlocks(const NodeMap& map, int r) {
+std::vector<int> hierHeldBlocks(const NodeMap& map, int r, int rotate) {
   const int node = map.nodeOf[static_cast<size_t>(r)];
   std::vector<int> held;
   for (int q = 0; q < map.size(); ++q)
-    if (q == r || (map.nodeOf[static_cast<size_t>(q)] != node && hierProxy(map, node, q) == r))
+    if (q == r ||
+        (map.nodeOf[static_cast<size_t>(q)] != node && hierProxy(map, node, q, rotate) == r))
       held.push_back(q);
   return held;
 }
@@ -37,11 +39,11 @@ int hierHeldIndex(const std::vector<int>& held, int q) {
   return it != held.end() && *it == q ? static_cast<int>(it - held.begin()) : -1;
 }
 
-int hierIntraSource(const NodeMap& map, int t, int q) {
+int hierIntraSource(const NodeMap& map, int t, int q, int rotate) {
   if (q == t) return -1;
   const int node = map.nodeOf[static_cast<size_t>(t)];
   if (map.nodeOf[static_cast<size_t>(q)] == node) return q;
-  const int proxy = hierProxy(map, node, q);
+  const int proxy = hierProxy(map, node, q, rotate);
   return proxy == t ? -1 : proxy;
 }
 

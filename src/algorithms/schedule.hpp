@@ -44,6 +44,8 @@ struct ScheduleContext {
   ScratchPool* scratch = nullptr;
   /// Node of every rank (never null while a schedule runs: one node when all share a host).
   const NodeMap* nodes = nullptr;
+  /// Hierarchical algorithms use the rotated proxy rule (hierarchical_pattern.hpp).
+  bool hierRotate = false;
   int rank = 0;
   int size = 1;
   uint32_t commId = 0;

@@ -180,6 +180,10 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   auto engine = std::make_shared<Engine>(std::move(endpoint));
   engine->oversubscribed = static_cast<long>(local.size()) > usableCpus;
   engine->sharedMemory = shm;
+  // One tcp connection carrying bulk data both ways got about half the link rate on the
+  // emulated cluster: over tcp the hierarchical collectives pair ranks one way only.
+  engine->hierRotate = config.hierProxy == "rotated" ||
+                       (config.hierProxy == "auto" && provider.rfind("tcp", 0) == 0);
   engine->locality = !allLocal    ? algo::Locality::Network
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;

@@ -120,6 +120,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   ctx.pids = c.pids.empty() ? nullptr : &c.pids;
   ctx.scratch = &engine.scratch;
   ctx.nodes = &c.nodes;
+  ctx.hierRotate = engine.hierRotate;
   ctx.rank = c.rank;
   ctx.size = c.size;
   ctx.commId = c.id;

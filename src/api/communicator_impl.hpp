@@ -35,6 +35,8 @@ class Engine {
   bool oversubscribed = false;
   /// Ranks of this node reach each other through the shared-memory transport.
   bool sharedMemory = false;
+  /// Hierarchical collectives use the rotated proxy rule (SHARC_HIER_PROXY).
+  bool hierRotate = false;
   /// Where the ranks of the world communicator are (decides the one-host algorithms).
   algo::Locality locality = algo::Locality::Network;
 

@@ -191,6 +191,11 @@ Config Config::load() {
   if (auto v = envValue("SHARC_TOPO_FILE")) config.topoFile = *v;
   if (auto v = envValue("SHARC_CMA")) config.cma = parseSwitch("SHARC_CMA", *v);
   if (auto v = envValue("SHARC_SHM")) config.shm = parseSwitch("SHARC_SHM", *v);
+  if (auto v = envValue("SHARC_HIER_PROXY")) {
+    if (*v != "auto" && *v != "rail" && *v != "rotated")
+      badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");
+    config.hierProxy = *v;
+  }
   if (auto v = envValue("SHARC_BIND_THREAD"))
     config.bindThread = parseSwitch("SHARC_BIND_THREAD", *v);
   return config;

@@ -29,6 +29,10 @@ struct Config {
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;
+  /// SHARC_HIER_PROXY: which rank of a node stands in for a rank of another node in the
+  /// hierarchical collectives: "rail" (same local index), "rotated" (shifted by the node
+  /// index: one-way connections), "auto" (rotated over tcp, rail elsewhere).
+  std::string hierProxy = "auto";
   std::string topoFile;  ///< SHARC_TOPO_FILE: hwloc XML topology to use instead of the live one
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and

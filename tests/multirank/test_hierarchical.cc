@@ -6,6 +6,7 @@
 
 #include <sharc/communicator.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "collective_check.hpp"
@@ -19,11 +20,13 @@ struct Layout {
   std::vector<int> nodeOfRank;
 };
 
-class Hierarchical : public ::testing::TestWithParam<Layout> {};
+// A layout and the proxy rule (SHARC_HIER_PROXY: rail-aligned or rotated).
+class Hierarchical : public ::testing::TestWithParam<std::tuple<Layout, std::string>> {};
 
 TEST_P(Hierarchical, MatchesReference) {
-  const Layout& layout = GetParam();
+  const Layout& layout = std::get<0>(GetParam());
   RunOptions o;
+  o.env["SHARC_HIER_PROXY"] = std::get<1>(GetParam());
   o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
   o.env["SHARC_ALGO"] = "hierarchical";
   o.env["SHARC_CHUNK_BYTES"] = "4096";  // many chunks per block: the phases overlap
@@ -54,11 +57,15 @@ TEST_P(Hierarchical, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Hierarchical,
-    ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x3", {0, 0, 0, 1, 1, 1}},
-                      Layout{"3x2", {0, 0, 1, 1, 2, 2}}, Layout{"3plus2", {0, 0, 0, 1, 1}},
-                      Layout{"interleaved_ABAB", {0, 1, 0, 1}}, Layout{"1plus3", {0, 1, 1, 1}},
-                      Layout{"one_node", {0, 0, 0}}, Layout{"one_rank_per_node", {0, 1, 2}}),
-    [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+    ::testing::Combine(
+        ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x3", {0, 0, 0, 1, 1, 1}},
+                          Layout{"3x2", {0, 0, 1, 1, 2, 2}}, Layout{"3plus2", {0, 0, 0, 1, 1}},
+                          Layout{"interleaved_ABAB", {0, 1, 0, 1}}, Layout{"1plus3", {0, 1, 1, 1}},
+                          Layout{"one_node", {0, 0, 0}}, Layout{"one_rank_per_node", {0, 1, 2}}),
+        ::testing::Values("rail", "rotated")),
+    [](const ::testing::TestParamInfo<std::tuple<Layout, std::string>>& info) {
+      return std::get<0>(info.param).name + "_" + std::get<1>(info.param);
+    });
 
 }  // namespace
 }  // namespace sharc::testing
