@@ -7,10 +7,13 @@
 #   --rate RATE     shape every node's link (tc netem rate, e.g. 2gbit); default unshaped
 #   --delay TIME    one-way delay added on every node's link (e.g. 100us)
 #   --loss PCT      packet loss on every node's link (e.g. 0.1%)
+#   --rails K       K links per node (eth0..ethK-1, each on its own bridge and subnet
+#                   198.18.R.0/24, each shaped alike); ranks stripe over them (SHARC_NICS)
 #   --timeout SEC   kill every rank after SEC seconds (default 300)
 #   --port PORT     rendezvous port on node 0 (default 29517)
 #
-# Each node is a network namespace with one veth link ("eth0") to a bridge that lives in a
+# Each node is a network namespace with one veth link ("eth0"; eth0..ethK-1 with --rails K,
+# and SHARC_NICS naming them instead of FI_TCP_IFACE) to a bridge that lives in a
 # switch namespace of its own, so no packet can reach the host's networks. Nodes get
 # addresses from 198.18.0.0/24 (RFC 2544's benchmarking range). Every rank starts inside its
 # node's namespace with the environment bootstrap: SHARC_ROOT (node 0, first rank),
@@ -24,6 +27,7 @@ nodes="2,2"
 rate="" delay="" loss=""
 timeout_s=300
 port=29517
+rails=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
@@ -31,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --delay) delay=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
+    --rails) rails=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "emulate-cluster: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
@@ -42,6 +47,7 @@ for m in "${perNode[@]}"; do
   [[ "$m" =~ ^[1-9][0-9]*$ ]] || { echo "emulate-cluster: bad --nodes '$nodes'" >&2; exit 2; }
 done
 (( ${#perNode[@]} <= 250 )) || { echo "emulate-cluster: at most 250 nodes" >&2; exit 2; }
+[[ "$rails" =~ ^[1-8]$ ]] || { echo "emulate-cluster: --rails must be 1..8" >&2; exit 2; }
 
 if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
   echo "emulate-cluster: SKIP: needs root and iproute2 to make network namespaces" >&2
@@ -71,41 +77,49 @@ if ! ip netns add "$switch" 2>/dev/null; then
   exit 77
 fi
 ip -n "$switch" link set lo up
-ip -n "$switch" link add br0 type bridge
-ip -n "$switch" link set br0 up
-
+for ((r = 0; r < rails; ++r)); do
+  ip -n "$switch" link add "br$r" type bridge
+  ip -n "$switch" link set "br$r" up
+done
 for ((i = 0; i < ${#perNode[@]}; ++i)); do
   ns="${tag}-n$i"
   ip netns add "$ns"
   ip -n "$ns" link set lo up
-  # Create the pair inside the node, then move one end into the switch.
-  ip -n "$ns" link add eth0 type veth peer name "p$i"
-  ip -n "$ns" link set "p$i" netns "$switch"
-  ip -n "$switch" link set "p$i" master br0 up
-  ip -n "$ns" addr add "198.18.0.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  if [[ -n "$rate$delay$loss" ]]; then
-    netem=()
-    [[ -n "$delay" ]] && netem+=(delay "$delay")
-    [[ -n "$rate" ]] && netem+=(rate "$rate")
-    [[ -n "$loss" ]] && netem+=(loss "$loss")
-    if ! ip netns exec "$ns" tc qdisc add dev eth0 root netem "${netem[@]}" limit 100000 \
-      2>/dev/null; then
-      # Kernels without sch_netem: a token bucket can still shape the rate (not delay/loss).
-      if [[ -n "$rate" && -z "$delay$loss" ]]; then
-        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
-      else
-        echo "emulate-cluster: tc netem is not available (kernel module sch_netem)" >&2
-        exit 1
+  for ((r = 0; r < rails; ++r)); do
+    # Create the pair inside the node, then move one end into the switch.
+    dev="eth$r" port_end="p${i}r$r"
+    ip -n "$ns" link add "$dev" type veth peer name "$port_end"
+    ip -n "$ns" link set "$port_end" netns "$switch"
+    ip -n "$switch" link set "$port_end" master "br$r" up
+    ip -n "$ns" addr add "198.18.$r.$((i + 1))/24" dev "$dev"
+    ip -n "$ns" link set "$dev" up
+    if [[ -n "$rate$delay$loss" ]]; then
+      netem=()
+      [[ -n "$delay" ]] && netem+=(delay "$delay")
+      [[ -n "$rate" ]] && netem+=(rate "$rate")
+      [[ -n "$loss" ]] && netem+=(loss "$loss")
+      if ! ip netns exec "$ns" tc qdisc add dev "$dev" root netem "${netem[@]}" limit 100000 \
+        2>/dev/null; then
+        # Kernels without sch_netem: a token bucket can still shape the rate (not delay/loss).
+        if [[ -n "$rate" && -z "$delay$loss" ]]; then
+          ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst 256kb latency 100ms
+        else
+          echo "emulate-cluster: tc netem is not available (kernel module sch_netem)" >&2
+          exit 1
+        fi
       fi
     fi
-  fi
+  done
 done
 
 # Wait until every node's link is up (carrier), else libfabric may not list eth0 yet.
 for ((i = 0; i < ${#perNode[@]}; ++i)); do
   for ((try = 0; try < 100; ++try)); do
-    state=$(ip netns exec "${tag}-n$i" cat /sys/class/net/eth0/operstate 2>/dev/null || true)
+    state=up
+    for ((r = 0; r < rails; ++r)); do
+      [[ $(ip netns exec "${tag}-n$i" cat "/sys/class/net/eth$r/operstate" 2>/dev/null) == up ]] ||
+        state=down
+    done
     [[ "$state" == up ]] && break
     sleep 0.05
   done
@@ -118,7 +132,14 @@ rank=0
 for ((i = 0; i < ${#perNode[@]}; ++i)); do
   for ((j = 0; j < perNode[i]; ++j)); do
     envs=(SHARC_ROOT="198.18.0.1:$port" SHARC_RANK=$rank SHARC_WORLD_SIZE=$world
-          SHARC_NODE_ID="node$i" FI_TCP_IFACE=eth0 SHARC_SOCKET_IFNAME=eth0)
+          SHARC_NODE_ID="node$i" SHARC_SOCKET_IFNAME=eth0)
+    if ((rails > 1)); then
+      nics=eth0
+      for ((r = 1; r < rails; ++r)); do nics+=",eth$r"; done
+      envs+=(SHARC_NICS="$nics")
+    else
+      envs+=(FI_TCP_IFACE=eth0)
+    fi
     if [[ $rank -eq 0 ]]; then
       ip netns exec "${tag}-n$i" env "${envs[@]}" timeout -s KILL "$timeout_s" "$@" &
     else

@@ -14,6 +14,7 @@
 #include "topology/topology.hpp"
 #include "transport/cma.hpp"
 #include "transport/routed_endpoint.hpp"
+#include "transport/striped_endpoint.hpp"
 
 namespace sharc {
 namespace detail {
@@ -25,9 +26,12 @@ topo::RankPlacement placeOnHost(int rank, int localIndex, int localRanks) {
   try {
     const topo::HostTopology host = topo::HostTopology::load();
     topo::RankPlacement p = topo::placeRank(host, localIndex, localRanks);
-    for (int nic : p.nics)
-      for (const std::string& os : host.nics[static_cast<size_t>(nic)].osDevices)
-        p.nicNames.push_back(os);
+    for (int nic : p.nics) {  // the first OS name of each NIC: one rail per NIC
+      const topo::PciDevice& d = host.nics[static_cast<size_t>(nic)];
+      if (d.osDevices.empty()) continue;
+      p.nicNames.push_back(d.osDevices.front());
+      if (d.vendorId == 0x1d0f || d.classId == 0x0207) p.railNames.push_back(d.osDevices.front());
+    }
     std::string names;
     for (const auto& n : p.nicNames) names += (names.empty() ? "" : ",") + n;
     SHARC_INFO("rank " << rank << ": local rank " << localIndex << " of " << localRanks << " on "
@@ -104,7 +108,21 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
       static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
   const topo::RankPlacement place = placeOnHost(rank, localIndex, static_cast<int>(local.size()));
   epOptions.nearNics = place.nicNames;
-  std::unique_ptr<transport::Endpoint> endpoint = transport::openFabricEndpoint(epOptions);
+  // Several NICs (SHARC_NICS, else the placement's): one endpoint per NIC, striped.
+  std::vector<std::string> railNics = !config.nics.empty() ? config.nics : place.railNames;
+  if (allLocal) railNics.clear();  // one host: nothing crosses a NIC
+  std::unique_ptr<transport::Endpoint> endpoint;
+  if (railNics.size() > 1) {
+    std::vector<std::unique_ptr<transport::Endpoint>> rails;
+    for (const std::string& nic : railNics) {
+      transport::EndpointOptions o = epOptions;
+      o.requiredNic = nic;
+      rails.push_back(transport::openFabricEndpoint(o));
+    }
+    endpoint = std::make_unique<transport::StripedEndpoint>(std::move(rails));
+  } else {
+    endpoint = transport::openFabricEndpoint(epOptions);
+  }
 
   const bool leader = local.front() == rank;
   const auto geometry = transport::ShmGeometry::forRanks(static_cast<int>(local.size()));
@@ -203,6 +221,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                      << (allLocal ? " (all ranks on this host)" : "")
                      << (engine->oversubscribed ? ", more local ranks than CPUs" : "")
                      << (singleCopy ? ", single-copy reads between ranks" : "")
+                     << (railNics.size() > 1
+                             ? ", " + std::to_string(railNics.size()) + " rails (striped)"
+                             : std::string())
                      << (shm ? ", shared memory between the " + std::to_string(local.size()) +
                                    " ranks of this node"
                              : std::string())

@@ -196,6 +196,13 @@ Config Config::load() {
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");
     config.hierProxy = *v;
   }
+  if (auto v = envValue("SHARC_NICS")) {
+    std::string item;
+    std::stringstream items(*v);
+    while (std::getline(items, item, ','))
+      if (!item.empty()) config.nics.push_back(item);
+    if (config.nics.empty()) badValue("SHARC_NICS", *v, "a comma-separated list of NIC names");
+  }
   if (auto v = envValue("SHARC_BIND_THREAD"))
     config.bindThread = parseSwitch("SHARC_BIND_THREAD", *v);
   return config;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace sharc::core {
 
@@ -33,6 +34,10 @@ struct Config {
   /// hierarchical collectives: "rail" (same local index), "rotated" (shifted by the node
   /// index: one-way connections), "auto" (rotated over tcp, rail elsewhere).
   std::string hierProxy = "auto";
+  /// SHARC_NICS: comma-separated NICs (libfabric domain names or prefixes, e.g.
+  /// "eth0,eth1" or "rdmap16s27,rdmap32s27"): one fabric endpoint per NIC, large messages
+  /// striped over them. Empty: the NICs the host topology places the rank on.
+  std::vector<std::string> nics;
   std::string topoFile;  ///< SHARC_TOPO_FILE: hwloc XML topology to use instead of the live one
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and

@@ -18,6 +18,9 @@ struct RankPlacement {
   std::string cpus;       ///< where to pin the progress thread (list string); empty: do not pin
   std::string reason;     ///< how the NICs were chosen, for logs and sharc-topo
   std::vector<std::string> nicNames;  ///< OS names of `nics` (filled by the communicator)
+  /// The RDMA ones among them (EFA, InfiniBand): striped over without being asked; plain
+  /// Ethernet NICs only with SHARC_NICS (one may not be cabled).
+  std::vector<std::string> railNames;
 };
 
 /// PCI distance between two devices: hops from each up to their nearest common bridge

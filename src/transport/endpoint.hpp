@@ -79,6 +79,8 @@ struct EndpointOptions {
   bool sharedMemoryCarriesAll = false;
   /// OS names of the NICs nearest this rank (host topology): their domains are preferred.
   std::vector<std::string> nearNics;
+  /// Only this NIC's domains (name or prefix): the endpoint of one rail of several.
+  std::string requiredNic;
 };
 
 /// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the

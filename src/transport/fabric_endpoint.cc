@@ -207,7 +207,8 @@ std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options) {
   std::string tried;
   for (const std::string& name : providerCandidates(options)) {
     std::string why;
-    FiInfoPtr info = queryProvider(name, options.allLocal, why, options.nearNics);
+    FiInfoPtr info =
+        queryProvider(name, options.allLocal, why, options.nearNics, options.requiredNic);
     if (!info) {
       tried += (tried.empty() ? "" : "; ") + why;
       continue;

@@ -18,7 +18,7 @@ std::vector<std::string> providerCandidates(const EndpointOptions& options) {
 }
 
 FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
-                        const std::vector<std::string>& nearNics) {
+                        const std::vector<std::string>& nearNics, const std::string& requiredNic) {
   FiInfoPtr hints(fi_allocinfo());
   if (!hints) {
     why = "fi_allocinfo failed";
@@ -55,9 +55,18 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
       if (!nic.empty() && std::strncmp(domain, nic.c_str(), nic.size()) == 0) sc += 4;
     return sc;
   };
-  const fi_info* chosen = all.get();
+  auto onNic = [&](const fi_info* it) {
+    const char* domain = it->domain_attr && it->domain_attr->name ? it->domain_attr->name : "";
+    return requiredNic.empty() ||
+           std::strncmp(domain, requiredNic.c_str(), requiredNic.size()) == 0;
+  };
+  const fi_info* chosen = nullptr;
   for (const fi_info* it = all.get(); it != nullptr; it = it->next)
-    if (score(it) > score(chosen)) chosen = it;
+    if (onNic(it) && (chosen == nullptr || score(it) > score(chosen))) chosen = it;
+  if (chosen == nullptr) {
+    why = provider + ": no domain on NIC '" + requiredNic + "'";
+    return nullptr;
+  }
   FiInfoPtr one(fi_dupinfo(chosen));
   if (!one) why = provider + ": fi_dupinfo failed";
   return one;

@@ -18,7 +18,9 @@ std::vector<std::string> providerCandidates(const EndpointOptions& options);
 /// on this host), unless FI_TCP_IFACE already pins the interface.
 /// Among the remaining entries, one whose domain is (or starts with the name of) a NIC in
 /// `nearNics` wins: the rank's nearest NICs by the host topology ("rdmap16s27", "eth0").
+/// With `requiredNic`, only that NIC's domains qualify (one endpoint per rail).
 FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
-                        const std::vector<std::string>& nearNics = {});
+                        const std::vector<std::string>& nearNics = {},
+                        const std::string& requiredNic = {});
 
 }  // namespace sharc::transport

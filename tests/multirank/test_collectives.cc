@@ -177,5 +177,42 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ForcedAlgorithm,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
+// Two rails (SHARC_NICS=lo,lo: two tcp endpoints per rank): messages from 64 KiB on are
+// striped over both; results must not change, and a mismatched count is still an error.
+TEST(MultiRail, StripedMessagesMatchReference) {
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
+  o.env["SHARC_NICS"] = "lo,lo";
+  o.env["SHARC_TIMEOUT_MS"] = "20000";
+  o.oneRankPerNode = true;
+  runRanks(
+      3,
+      [](const RankContext& ctx) {
+        auto comm = Communicator::createFromEnvironment();
+        for (size_t count : {size_t{1}, size_t{40000}, size_t{300001}})
+          for (bool inPlace : {false, true}) {
+            EXPECT_EQ(
+                runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, count, inPlace),
+                "");
+            EXPECT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::Float32, RedOp::Sum, count,
+                                  inPlace),
+                      "");
+            EXPECT_EQ(
+                runAndCheck(*comm, Coll::AllReduce, DataType::Float64, RedOp::Max, count, inPlace),
+                "");
+          }
+        // Rank 1 passes a smaller count: every rank gets an error, not a hang.
+        const size_t count = ctx.rank == 1 ? 50000 : 100000;
+        std::vector<float> send(count), recv(count * 3);
+        try {
+          comm->allGather(send.data(), recv.data(), count, DataType::Float32);
+          ADD_FAILURE() << "rank " << ctx.rank << ": no error for a mismatched count";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("allGather"), std::string::npos) << e.what();
+        }
+      },
+      o);
+}
+
 }  // namespace
 }  // namespace sharc::testing

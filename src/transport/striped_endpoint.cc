@@ -1,0 +1,226 @@
+#include "striped_endpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sharc/error.hpp>
+
+namespace sharc::transport {
+namespace {
+
+// Near-equal pieces, the larger first (the same cut on both sides).
+size_t pieceLen(size_t len, size_t parts, size_t i) {
+  return len / parts + (i < len % parts ? 1 : 0);
+}
+
+}  // namespace
+
+StripedEndpoint::StripedEndpoint(std::vector<std::unique_ptr<Endpoint>> rails)
+    : rails_(std::move(rails)) {
+  if (rails_.empty()) throw Error(Result::InternalError, "multi-rail: no rail endpoints");
+}
+
+StripedEndpoint::~StripedEndpoint() = default;
+
+std::string StripedEndpoint::localAddress() const {
+  std::string out;
+  for (const auto& rail : rails_) {
+    const std::string a = rail->localAddress();
+    const uint32_t n = static_cast<uint32_t>(a.size());
+    out.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    out += a;
+  }
+  return out;
+}
+
+void StripedEndpoint::setPeers(const std::vector<std::string>& addresses) {
+  std::vector<std::vector<std::string>> perRail(rails_.size());
+  for (size_t p = 0; p < addresses.size(); ++p) {
+    const std::string& a = addresses[p];
+    size_t at = 0;
+    for (size_t r = 0; r < rails_.size(); ++r) {
+      uint32_t n = 0;
+      if (at + sizeof(n) > a.size())
+        throw Error(Result::InvalidUsage,
+                    "multi-rail: peer " + std::to_string(p) + " has fewer than " +
+                        std::to_string(rails_.size()) +
+                        " rails (give every rank the same number of NICs: SHARC_NICS)");
+      std::memcpy(&n, a.data() + at, sizeof(n));
+      at += sizeof(n);
+      if (at + n > a.size())
+        throw Error(Result::InvalidUsage,
+                    "multi-rail: malformed address of peer " + std::to_string(p));
+      perRail[r].push_back(a.substr(at, n));
+      at += n;
+    }
+    if (at != a.size())
+      throw Error(Result::InvalidUsage,
+                  "multi-rail: peer " + std::to_string(p) + " has more than " +
+                      std::to_string(rails_.size()) +
+                      " rails (give every rank the same number of NICs: SHARC_NICS)");
+  }
+  for (size_t r = 0; r < rails_.size(); ++r) rails_[r]->setPeers(perRail[r]);
+}
+
+size_t StripedEndpoint::maxMessageSize() const {
+  size_t most = SIZE_MAX;
+  for (const auto& rail : rails_) most = std::min(most, rail->maxMessageSize());
+  return most;
+}
+
+PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
+                                     Transfer& t) {
+  if (rails_.size() == 1 || len < kStripeMin) {
+    const PostStatus st = rails_[0]->postSend(peer, tag, buf, len, t);
+    if (st == PostStatus::Failed) lastError_ = rails_[0]->lastError();
+    return st;
+  }
+  Striped& s = striped_.emplace_back();
+  s.user = &t;
+  s.send = true;
+  s.peer = peer;
+  s.tag = tag;
+  s.buf = static_cast<std::byte*>(const_cast<void*>(buf));
+  s.pieces.resize(rails_.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    s.pieces[i].transfer.owner = this;
+    s.pieces[i].transfer.index = static_cast<uint32_t>(i);
+    s.pieces[i].offset = offset;
+    s.pieces[i].len = pieceLen(len, rails_.size(), i);
+    offset += s.pieces[i].len;
+  }
+  s.open = rails_.size();
+  if (!postPieces(s)) waitingPost_.push_back(&s);
+  return PostStatus::Posted;
+}
+
+PostStatus StripedEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
+                                     size_t len, Transfer& t) {
+  if (rails_.size() == 1 || len < kStripeMin || fromPeer == kAnyPeer) {
+    const PostStatus st = rails_[0]->postRecv(fromPeer, tag, ignore, buf, len, t);
+    if (st == PostStatus::Failed) lastError_ = rails_[0]->lastError();
+    return st;
+  }
+  Striped& s = striped_.emplace_back();
+  s.user = &t;
+  s.peer = fromPeer;
+  s.tag = tag;
+  s.ignore = ignore;
+  s.buf = static_cast<std::byte*>(buf);
+  s.pieces.resize(rails_.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    s.pieces[i].transfer.owner = this;
+    s.pieces[i].transfer.index = static_cast<uint32_t>(i);
+    s.pieces[i].offset = offset;
+    s.pieces[i].len = pieceLen(len, rails_.size(), i);
+    offset += s.pieces[i].len;
+  }
+  s.open = rails_.size();
+  if (!postPieces(s)) waitingPost_.push_back(&s);
+  return PostStatus::Posted;
+}
+
+bool StripedEndpoint::postPieces(Striped& s) {
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    Piece& p = s.pieces[i];
+    if (p.posted || p.done) continue;
+    if (s.failed || s.canceled) {  // never posted: finished as it is
+      p.done = true;
+      --s.open;
+      reportIfFinished(s);
+      continue;
+    }
+    Endpoint& rail = *rails_[i];
+    const PostStatus st =
+        s.send ? rail.postSend(s.peer, s.tag, s.buf + p.offset, p.len, p.transfer)
+               : rail.postRecv(s.peer, s.tag, s.ignore, s.buf + p.offset, p.len, p.transfer);
+    if (st == PostStatus::Retry) return false;
+    if (st == PostStatus::Posted) {
+      p.posted = true;
+    } else if (st == PostStatus::Completed) {  // an injected send piece
+      p.posted = true;
+      finishPiece(p.transfer, true, p.len, s.tag, Result::Success, {});
+    } else {
+      p.posted = true;
+      finishPiece(p.transfer, false, 0, 0, Result::SystemError,
+                  "rail " + std::to_string(i) + ": " + rail.lastError());
+    }
+  }
+  return true;
+}
+
+void StripedEndpoint::cancel(Transfer& t) {
+  for (Striped& s : striped_)
+    if (s.user == &t && !s.canceled) {
+      s.canceled = true;
+      s.failed = true;
+      s.code = Result::SystemError;
+      s.message = "canceled";
+      cancelPieces(s);
+      return;
+    }
+  rails_[0]->cancel(t);  // an unstriped transfer (rail 0 ignores what it does not hold)
+}
+
+void StripedEndpoint::cancelPieces(Striped& s) {
+  for (size_t i = 0; i < s.pieces.size(); ++i)
+    if (s.pieces[i].posted && !s.pieces[i].done) rails_[i]->cancel(s.pieces[i].transfer);
+  postPieces(s);  // pieces never posted finish now
+}
+
+size_t StripedEndpoint::progress() {
+  size_t handled = 0;
+  for (auto& rail : rails_) handled += rail->progress();
+  while (!waitingPost_.empty() && postPieces(*waitingPost_.front())) waitingPost_.pop_front();
+  // Records whose pieces have all finished were reported; forget them.
+  std::erase_if(striped_, [](const Striped& s) { return s.reported; });
+  return handled;
+}
+
+void StripedEndpoint::onTransferDone(Transfer& t, size_t bytes, uint64_t tag) {
+  finishPiece(t, true, bytes, tag, Result::Success, {});
+}
+
+void StripedEndpoint::onTransferError(Transfer& t, Result code, const std::string& message) {
+  finishPiece(t, false, 0, 0, code, message);
+}
+
+void StripedEndpoint::finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t tag, Result code,
+                                  const std::string& message) {
+  for (Striped& s : striped_) {
+    if (t.index >= s.pieces.size() || &s.pieces[t.index].transfer != &t) continue;
+    Piece& p = s.pieces[t.index];
+    p.done = true;
+    --s.open;
+    if (ok) {
+      s.received += bytes;
+      s.matchedTag = tag;
+      // A short piece: the sender cut another length. End the message here; the schedule
+      // sees the short total and reports the mismatched count.
+      if (!s.send && bytes < p.len && !s.canceled) {
+        s.canceled = true;
+        cancelPieces(s);
+      }
+    } else if (!s.canceled && !s.failed) {
+      s.failed = true;
+      s.code = code;
+      s.message = message;
+      cancelPieces(s);
+    }
+    reportIfFinished(s);
+    return;
+  }
+}
+
+void StripedEndpoint::reportIfFinished(Striped& s) {
+  if (s.open != 0 || s.reported) return;
+  s.reported = true;
+  Transfer& user = *s.user;
+  if (s.failed)
+    user.owner->onTransferError(user, s.code, s.message);
+  else
+    user.owner->onTransferDone(user, s.received, s.matchedTag);
+}
+
+}  // namespace sharc::transport
