@@ -127,9 +127,12 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const bool leader = local.front() == rank;
   const auto geometry = transport::ShmGeometry::forRanks(static_cast<int>(local.size()));
   transport::ShmSegment segment;
+  bool shmReady = false;  // mapped, and this rank's FIFOs reserved on its NUMA node
   if (wantShm && leader) {
     try {
       segment = transport::ShmSegment::create(geometry.segmentBytes());
+      geometry.reserveInbound(segment, localIndex);
+      shmReady = true;
     } catch (const Error& e) {
       SHARC_WARN("rank " << rank << ": " << e.what()
                          << "; the provider carries this node's traffic");
@@ -159,6 +162,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   if (wantShm && !leader && !segmentName.empty()) {
     try {
       segment = transport::ShmSegment::open(segmentName, geometry.segmentBytes());
+      geometry.reserveInbound(segment, localIndex);
+      shmReady = true;
     } catch (const Error& e) {
       SHARC_WARN("rank " << rank << ": " << e.what()
                          << "; the provider carries this node's traffic");
@@ -177,7 +182,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const int next = (rank + 1) % size;
   const bool canRead = allLocal && config.cma && transport::cmaProbe(pids[next], probes[next]);
   const std::vector<std::string> flags =
-      boot->allGather(std::string(canRead ? "1" : "0") + (segment.data() ? "1" : "0"));
+      boot->allGather(std::string(canRead ? "1" : "0") + (shmReady ? "1" : "0"));
   segment.unlink();  // every rank of the node has mapped it (or given up): no name is left
   const bool singleCopy =
       std::all_of(flags.begin(), flags.end(), [](const std::string& v) { return v[0] == '1'; });

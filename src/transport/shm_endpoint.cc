@@ -77,6 +77,14 @@ size_t ShmGeometry::segmentBytes() const {
   return kSegmentHeader + size_t{ranks} * ranks * fifoBytes();
 }
 
+void ShmGeometry::reserveInbound(ShmSegment& segment, int me) const {
+  if (me == 0) segment.reserve(0, kSegmentHeader);
+  for (uint32_t i = 0; i < ranks; ++i)
+    if (static_cast<int>(i) != me)
+      segment.reserve(kSegmentHeader + (size_t{i} * ranks + static_cast<size_t>(me)) * fifoBytes(),
+                      fifoBytes());
+}
+
 ShmEndpoint::ShmEndpoint(ShmSegment segment, ShmGeometry geometry, int me,
                          std::vector<uint32_t> peerOfLocal, std::vector<pid_t> pidOfLocal)
     : segment_(std::move(segment)),

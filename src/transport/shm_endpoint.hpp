@@ -34,6 +34,9 @@ struct ShmGeometry {
   static ShmGeometry forRanks(int ranks);
   size_t fifoBytes() const;
   size_t segmentBytes() const;
+  /// Reserves the parts of `segment` local rank `me` reads (the FIFOs into it; the header
+  /// too for rank 0), so that their pages sit on its NUMA node.
+  void reserveInbound(ShmSegment& segment, int me) const;
 };
 
 class ShmEndpoint final : public Endpoint {

@@ -28,8 +28,10 @@ namespace {
 void* mapFd(int fd, size_t bytes, const std::string& name) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int err = errno;
-  close(fd);
-  if (p == MAP_FAILED) fail("mmap", name, err);
+  if (p == MAP_FAILED) {
+    close(fd);
+    fail("mmap", name, err);
+  }
   return p;
 }
 
@@ -47,15 +49,16 @@ ShmSegment ShmSegment::create(size_t bytes) {
   ShmSegment s;
   s.name_ = name;
   s.owner_ = true;
-  // posix_fallocate reserves the pages now, so a full /dev/shm is an error here and not a
-  // SIGBUS later in the middle of a collective.
-  const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  if (err != 0) {
+  // Sized but not allocated: each rank reserves the parts it reads (reserve()), so their
+  // pages come from its own NUMA node.
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
     close(fd);
     s.unlink();
-    fail("allocate " + std::to_string(bytes) + " bytes of", name, err);
+    fail("size " + std::to_string(bytes) + " bytes of", name, err);
   }
   s.data_ = mapFd(fd, bytes, name);
+  s.fd_ = fd;
   s.size_ = bytes;
   return s;
 }
@@ -68,6 +71,7 @@ ShmSegment ShmSegment::open(const std::string& name, size_t bytes) {
   ShmSegment s;
   s.name_ = name;
   s.data_ = mapFd(fd, bytes, name);
+  s.fd_ = fd;
   s.size_ = bytes;
   return s;
 }
@@ -76,7 +80,8 @@ ShmSegment::ShmSegment(ShmSegment&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       name_(std::move(o.name_)),
-      owner_(std::exchange(o.owner_, false)) {}
+      owner_(std::exchange(o.owner_, false)),
+      fd_(std::exchange(o.fd_, -1)) {}
 
 ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
   if (this != &o) {
@@ -90,6 +95,16 @@ ShmSegment::~ShmSegment() {
   unlink();
   if (data_ != nullptr) munmap(data_, size_);
   data_ = nullptr;
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void ShmSegment::reserve(size_t offset, size_t bytes) {
+  // posix_fallocate allocates the pages now, so a full /dev/shm is an error here and not a
+  // SIGBUS in the middle of a collective; tmpfs takes them from the caller's NUMA node.
+  const int err =
+      fd_ < 0 ? EBADF : posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes));
+  if (err != 0) fail("allocate " + std::to_string(bytes) + " bytes of", name_, err);
 }
 
 void ShmSegment::unlink() noexcept {

@@ -13,8 +13,8 @@ namespace sharc::transport {
 
 class ShmSegment {
  public:
-  /// Creates a new segment of `bytes` (zero-filled) with a fresh name; throws sharc::Error
-  /// naming the system error (e.g. /dev/shm full).
+  /// Creates a new segment of `bytes` (zero-filled, no memory reserved yet: see reserve())
+  /// with a fresh name; throws sharc::Error naming the system error.
   static ShmSegment create(size_t bytes);
   /// Maps the segment `name` created by another process; throws sharc::Error.
   static ShmSegment open(const std::string& name, size_t bytes);
@@ -27,6 +27,9 @@ class ShmSegment {
   /// Unmaps, and removes the name if this process created it and has not removed it yet.
   ~ShmSegment();
 
+  /// Allocates the pages of [offset, offset + bytes) now, on this process's NUMA node; throws
+  /// sharc::Error naming the system error (e.g. /dev/shm full) instead of a later SIGBUS.
+  void reserve(size_t offset, size_t bytes);
   /// Removes the name (the mappings stay valid). Idempotent.
   void unlink() noexcept;
   void* data() const { return data_; }
@@ -43,6 +46,7 @@ class ShmSegment {
   size_t size_ = 0;
   std::string name_;
   bool owner_ = false;  // created here and not yet unlinked
+  int fd_ = -1;         // kept for reserve()
 };
 
 }  // namespace sharc::transport

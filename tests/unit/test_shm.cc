@@ -3,6 +3,7 @@
 // segment's life cycle.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -242,6 +243,22 @@ TEST(ShmSegment, SegmentsOfExitedCreatorsAreSwept) {
   ASSERT_TRUE(shmNameExists(name));
   EXPECT_GE(ShmSegment::sweepStale(), 1);
   EXPECT_FALSE(shmNameExists(name));
+}
+
+// Each rank reserves what it reads (so the pages come from its NUMA node): together the
+// ranks allocate the header and every FIFO between two different ranks, nothing else.
+TEST(ShmGeometry, InboundReservationsCoverEveryFifoOnce) {
+  const ShmGeometry g = ShmGeometry::forRanks(3);
+  ShmSegment s = ShmSegment::create(g.segmentBytes());
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm/" + s.name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_blocks, 0);  // sized, not allocated
+  for (int me = 0; me < 3; ++me) g.reserveInbound(s, me);
+  ASSERT_EQ(stat(("/dev/shm/" + s.name()).c_str(), &st), 0);
+  const size_t allocated = static_cast<size_t>(st.st_blocks) * 512;
+  const size_t fifos = 3 * 2 * g.fifoBytes();
+  EXPECT_GE(allocated, fifos);
+  EXPECT_LT(allocated, g.segmentBytes() - 2 * g.fifoBytes());  // the rank-to-itself FIFOs
 }
 
 TEST(ShmGeometry, LargeNodesStayWithinTheSegmentBudget) {
