@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <sharc/memory.hpp>
 #include <string>
 #include <vector>
 
@@ -19,16 +20,24 @@ namespace sharc::perf {
 
 namespace {
 
-struct AlignedFree {
-  void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{4096}); }
+// Page-aligned heap memory, or sharc::allocShared memory (--shared-buffers).
+struct BufferFree {
+  bool shared = false;
+  void operator()(std::byte* p) const {
+    if (shared)
+      sharc::freeShared(p);
+    else
+      ::operator delete[](p, std::align_val_t{4096});
+  }
 };
-using Buffer = std::unique_ptr<std::byte[], AlignedFree>;
+using Buffer = std::unique_ptr<std::byte[], BufferFree>;
 
-Buffer allocate(size_t bytes) {
-  auto* p =
-      static_cast<std::byte*>(::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{4096}));
+Buffer allocate(size_t bytes, bool shared = false) {
+  auto* p = shared ? static_cast<std::byte*>(sharc::allocShared(std::max<size_t>(bytes, 1)))
+                   : static_cast<std::byte*>(
+                         ::operator new[](std::max<size_t>(bytes, 1), std::align_val_t{4096}));
   std::memset(p, 0, bytes);  // fault the pages in before anything is timed
-  return Buffer(p);
+  return Buffer(p, BufferFree{shared});
 }
 
 void runOnce(Communicator& comm, Collective c, const void* send, void* recv, size_t count,
@@ -63,8 +72,8 @@ class Runner {
       : comm_(comm), o_(o), baseline_(baseline), rank_(comm.rank()), n_(comm.size()) {
     maxBytes_ = 0;
     for (size_t s : sizeSequence(o)) maxBytes_ = std::max(maxBytes_, s);
-    send_ = allocate(maxBytes_);
-    recv_ = allocate(maxBytes_);
+    send_ = allocate(maxBytes_, o.sharedBuffers);
+    recv_ = allocate(maxBytes_, o.sharedBuffers);
     if (o.memcpyBaseline) {
       const size_t most = memcpyBytes(maxBytes_);
       copyFrom_ = allocate(most);

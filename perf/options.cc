@@ -127,10 +127,12 @@ char shortFor(std::string_view name) {
     char letter;
   };
   static constexpr Alias kAliases[] = {
-      {"minbytes", 'b'}, {"maxbytes", 'e'},     {"stepbytes", 'i'}, {"stepfactor", 'f'},
-      {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},     {"datatype", 'd'},
-      {"op", 'o'},       {"nranks", 'N'},       {"timeout", 'T'},   {"help", 'h'},
-      {"baseline", 'B'}, {"json", 'J'},         {"explain", 'X'},   {"calibrate", 'C'},
+      {"minbytes", 'b'},   {"maxbytes", 'e'},       {"stepbytes", 'i'},
+      {"stepfactor", 'f'}, {"iters", 'n'},          {"warmup_iters", 'w'},
+      {"check", 'c'},      {"datatype", 'd'},       {"op", 'o'},
+      {"nranks", 'N'},     {"timeout", 'T'},        {"help", 'h'},
+      {"baseline", 'B'},   {"json", 'J'},           {"explain", 'X'},
+      {"calibrate", 'C'},  {"shared-buffers", 'S'},
   };
   for (const auto& a : kAliases)
     if (name == a.name) return a.letter;
@@ -179,6 +181,10 @@ Options parseOptions(int argc, char** argv) {
     }
     if (letter == 'X') {
       o.explain = true;
+      continue;
+    }
+    if (letter == 'S') {
+      o.sharedBuffers = true;
       continue;
     }
     if (std::string_view("beifnwcdoNTJBC").find(letter) == std::string_view::npos)
@@ -275,7 +281,8 @@ std::string usageText(const char* program) {
          "  -T, --timeout SEC        with -N: kill the ranks after SEC seconds (default 0: no)\n"
          "      --baseline mpi       also time the MPI collective (needs mpirun and an MPI\n"
          "                           build) and print 'mpi busbw' and 'ratio' columns\n"
-         "      --baseline memcpy    also time a single core's memcpy (rank 0, the others idle) of the\n"
+         "      --baseline memcpy    also time a single core's memcpy (rank 0, the others idle) of "
+         "the\n"
          "                           bytes the bus bandwidth counts per rank ((n-1)/n x size for\n"
          "                           all_gather and reduce_scatter, 2(n-1)/n x size for\n"
          "                           all_reduce) between two buffers allocated and written\n"
@@ -283,6 +290,9 @@ std::string usageText(const char* program) {
          "                           copies (after -w untimed ones); prints 'memcpy bw' (those\n"
          "                           bytes / that time, GB/s) and 'ratio' (out-of-place busbw /\n"
          "                           memcpy bw). Both baselines: --baseline mpi,memcpy\n"
+         "      --shared-buffers     allocate the send and receive buffers with "
+         "sharc::allocShared\n"
+         "                           (ranks of one host then copy between them in user space)\n"
          "      --explain            print the tuner's algorithm, its predicted time (us) and\n"
          "                           measured out-of-place time / predicted per row\n"
          "      --calibrate FILE     measure the tuner's parameters on this job (latency and\n"

@@ -30,6 +30,7 @@ struct Options {
   bool mpiBaseline = false;     ///< --baseline mpi
   bool memcpyBaseline = false;  ///< --baseline memcpy
   bool explain = false;         ///< --explain: the tuner's plan and prediction per row
+  bool sharedBuffers = false;   ///< --shared-buffers: send/recv from sharc::allocShared
   std::string calibratePath;    ///< --calibrate FILE: measure the tuner's parameters
   std::string jsonPath;         ///< --json FILE
   bool help = false;            ///< -h

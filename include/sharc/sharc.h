@@ -91,6 +91,11 @@ sharcResult_t sharcBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              sharcDataType_t datatype, int root, sharcComm_t comm);
 sharcResult_t sharcBarrier(sharcComm_t comm);
 
+/** Host memory the node's other ranks can map (like ncclMemAlloc): collectives on one host
+ *  copy between such buffers in user space. Free it with sharcMemFree. */
+sharcResult_t sharcMemAlloc(void** ptr, size_t size);
+sharcResult_t sharcMemFree(void* ptr);
+
 /** Short description of a result code. */
 const char* sharcGetErrorString(sharcResult_t result);
 /** Message of the last failed call on this thread (names the rank, the call, the peer). */

@@ -8,9 +8,15 @@
 
 #include "algorithms.hpp"
 #include "patterns.hpp"
+#include "transport/shared_buffers.hpp"
 
 namespace sharc::algo {
 namespace {
+
+// A peer's buffer description as the words Schedule::remoteRead/remoteWrite read.
+const uint64_t* words(const transport::RemoteBuffer& b) {
+  return reinterpret_cast<const uint64_t*>(&b);
+}
 
 // Slots of the two handshakes; AllReduce runs a second pair for its gather phase.
 constexpr uint32_t kAddressSlot = 0;
@@ -21,7 +27,9 @@ constexpr uint32_t kGatherDoneSlot = 3;
 // What each rank tells its peers: where its send buffer is and how long it is (readers
 // check the length, so a rank called with another count is an error, not a stray read).
 struct Addresses {
-  uint64_t* of;                          // of[2*peer], of[2*peer+1]: peer's buffer and length
+  // of[peer]: the peer's buffer, its length and, if it lies in memory from allocShared, the
+  // allocation (of[n] is this rank's own, the message it sends).
+  transport::RemoteBuffer* of;
   std::vector<Schedule::OpId> received;  // received[peer]: the receive that delivers it
   std::vector<Schedule::OpId> sends;     // this rank's announcements
 };
@@ -31,15 +39,16 @@ Addresses exchangeAddresses(Schedule& s, const void* send, size_t sendBytes,
                             uint32_t slot = kAddressSlot) {
   const auto& c = s.context();
   const int n = c.size, r = c.rank;
-  Addresses a{reinterpret_cast<uint64_t*>(s.scratch(2 * sizeof(uint64_t) * (n + 1))),
+  Addresses a{reinterpret_cast<transport::RemoteBuffer*>(
+                  s.scratch(sizeof(transport::RemoteBuffer) * static_cast<size_t>(n + 1))),
               std::vector<Schedule::OpId>(n),
               {}};
-  a.of[2 * n] = reinterpret_cast<uint64_t>(send);
-  a.of[2 * n + 1] = sendBytes;
+  a.of[n] = transport::RemoteBuffer{reinterpret_cast<uint64_t>(send), sendBytes};
+  transport::describeShared(a.of[n]);
   for (int k = 1; k < n; ++k) {
     const int to = mod(r + k, n), from = mod(r - k, n);
-    a.sends.push_back(s.send(to, slot, &a.of[2 * n], 2 * sizeof(uint64_t)));
-    a.received[from] = s.recv(from, slot, &a.of[2 * from], 2 * sizeof(uint64_t));
+    a.sends.push_back(s.send(to, slot, &a.of[n], sizeof(transport::RemoteBuffer)));
+    a.received[from] = s.recv(from, slot, &a.of[from], sizeof(transport::RemoteBuffer));
   }
   return a;
 }
@@ -76,8 +85,8 @@ void buildDirectWriteAllGather(Schedule& s, const CollArgs& a) {
     std::vector<Schedule::OpId> current;
     for (int k = 1; k < n; ++k) {
       const int to = mod(r + k, n);
-      const Schedule::OpId wr = s.remoteWrite(to, &addr.of[2 * to], block * n, r * block + p.offset,
-                                              send + p.offset, p.count);
+      const Schedule::OpId wr = s.remoteWrite(to, words(addr.of[to]), block * n,
+                                              r * block + p.offset, send + p.offset, p.count);
       s.after(wr, addr.received[to]);
       for (auto prev : previous) s.after(wr, prev);  // keep the chunk order: cache locality
       writesTo[to].push_back(wr);
@@ -120,7 +129,7 @@ void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
     for (int k = 1; k < n; ++k) {
       const int from = mod(r - k, n);
       const Schedule::OpId rd =
-          s.remoteRead(from, &addr.of[2 * from], block * n, r * block + off, slot, bytes);
+          s.remoteRead(from, words(addr.of[from]), block * n, r * block + off, slot, bytes);
       s.after(rd, addr.received[from]);
       if (k > 1) s.after(rd, prev);  // the slot is reused: the previous reduction must be done
       if (k == 1 && ch >= kSlots) s.after(rd, lastOfChunk[ch - kSlots]);
@@ -159,7 +168,7 @@ void buildDirectReadAllReduce(Schedule& s, const CollArgs& a) {
     for (int k = 1; k < n; ++k) {
       const int from = mod(r - k, n);
       const Schedule::OpId rd =
-          s.remoteRead(from, &sendAddr.of[2 * from], a.count * elem, off, t, bytes);
+          s.remoteRead(from, words(sendAddr.of[from]), a.count * elem, off, t, bytes);
       s.after(rd, sendAddr.received[from]);
       if (k > 1) s.after(rd, prev);
       if (k == 1 && ch >= kSlots) s.after(rd, lastOfChunk[ch - kSlots]);
@@ -192,7 +201,7 @@ void buildDirectReadAllReduce(Schedule& s, const CollArgs& a) {
           evenBlock(theirs.count * elem, static_cast<int>(gchunks), static_cast<int>(ch));
       const size_t off = theirs.offset * elem + p.offset;
       const Schedule::OpId rd =
-          s.remoteRead(from, &recvAddr.of[2 * from], a.count * elem, off, recv + off, p.count);
+          s.remoteRead(from, words(recvAddr.of[from]), a.count * elem, off, recv + off, p.count);
       s.after(rd, recvAddr.received[from]);
       gathersFrom[from].push_back(rd);
     }

@@ -7,6 +7,7 @@
 #include "core/log.hpp"
 #include "core/reduce.hpp"
 #include "transport/cma.hpp"
+#include "transport/shared_buffers.hpp"
 
 namespace sharc::algo {
 namespace {
@@ -184,6 +185,16 @@ void Schedule::runLocal(Op& op) {
         break;
       }
       const pid_t pid = (*ctx_.pids)[op.peer];
+      // A buffer in the peer's shared allocation (sharc::allocShared) is copied in user space:
+      // written with streaming stores, no kernel copy reading every destination line first.
+      const auto& desc = *reinterpret_cast<const transport::RemoteBuffer*>(remote);
+      if (std::byte* mapped = transport::mapPeerShared(pid, desc)) {
+        if (read)
+          std::memcpy(op.dst, mapped + op.remoteOffset, op.size);
+        else
+          core::copyLarge(mapped + op.remoteOffset, op.src, op.size, op.size);
+        break;
+      }
       const std::string err =
           read ? transport::cmaRead(pid, base + op.remoteOffset, op.dst, op.size)
                : transport::cmaWrite(pid, base + op.remoteOffset, op.src, op.size);

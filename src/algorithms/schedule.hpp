@@ -75,7 +75,9 @@ class Schedule final : public transport::TransferOwner {
   OpId reduce(void* dst, const void* a, const void* b, size_t count);
   OpId copy(void* dst, const void* src, size_t bytes);
   /// Copies `bytes` at (remoteBase[0] + offset) in `peer`'s memory into dst (single copy,
-  /// same host). remoteBase[0] is the peer's buffer and remoteBase[1] its length in bytes;
+  /// same host). remoteBase points at a transport::RemoteBuffer: [0] is the peer's buffer and
+  /// [1] its length in bytes, the rest its shared allocation if it has one (then the copy is
+  /// done through a mapping of it instead of cross-memory attach);
   /// both are read when the operation runs (a receive may deliver them).
   /// `expectedLength` is what remoteBase[1] must be (the same call on every rank has buffers
   /// of the same length); anything else fails the schedule as a mismatched count.

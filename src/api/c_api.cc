@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 #include <sharc/communicator.hpp>
+#include <sharc/memory.hpp>
 #include <string>
 #include <unordered_set>
 
@@ -177,6 +178,18 @@ sharcResult_t sharcBroadcast(const void* sendbuff, void* recvbuff, size_t count,
 
 sharcResult_t sharcBarrier(sharcComm_t comm) {
   return guarded([&] { get(comm, "sharcBarrier").barrier(); });
+}
+
+sharcResult_t sharcMemAlloc(void** ptr, size_t size) {
+  return guarded([&] {
+    if (ptr == nullptr)
+      throw sharc::Error(sharc::Result::InvalidArgument, "sharcMemAlloc: ptr is null");
+    *ptr = sharc::allocShared(size);
+  });
+}
+
+sharcResult_t sharcMemFree(void* ptr) {
+  return guarded([&] { sharc::freeShared(ptr); });
 }
 
 const char* sharcGetErrorString(sharcResult_t result) {
