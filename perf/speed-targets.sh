@@ -15,6 +15,7 @@
 #      must receive total/2 bytes over its one link: total/2 / 250 MB/s), and the default
 #      (tuner's, hierarchical) algorithm >= 1.3 x faster than SHARC_ALGO=ring in the same run
 #
+# Targets 1-3 are also measured with buffers from sharc::allocShared (rows marked [shared]).
 # Figures are out-of-place unless a target says in-place (target 1 shows both); every value is
 # the median over REPS runs, ratios the median of the per-run ratios. Open MPI runs on its
 # shared-memory path (mpirun --mca pml ob1 --mca btl self,vader) in the same mpirun as sharc
@@ -92,26 +93,43 @@ echo "# speed targets: $reps runs each, medians; float32; out-of-place unless ma
 if want 1 || want 2; then
 run ag2 "${mpi[@]}" -np 2 "$perf" all_gather -b 64M -e 64M -n 10 -w 3 -c 1 --baseline mpi,memcpy
 run rs2 "${mpi[@]}" -np 2 "$perf" reduce_scatter -b 64M -e 64M -n 10 -w 3 -c 1 --baseline mpi
-for v in oop ip; do
-  expr=${!v}
-  tag=$([[ $v == ip ]] && echo " (in-place)" || echo "")
-  s=$(med ag2 $M64 "$expr") m=$(med ag2 $M64 'r["memcpy"]["gbps"]')
-  add "1 AG 2r 64M busbw vs memcpy$tag" "$(fmt "$s" GB/s)" "$(fmt "$m" GB/s)" \
-    "$(med ag2 $M64 "$expr / r['memcpy']['gbps']")" ">=" 0.6
-  add "1 AG 2r 64M busbw vs Open MPI$tag" "$(fmt "$s" GB/s)" "$(fmt "$(med ag2 $M64 "$mpibw")" GB/s)" \
-    "$(med ag2 $M64 "$expr / $mpibw")" ">=" 4
+# The same with buffers from sharc::allocShared ("[shared]": copies through mappings).
+run ag2s "${mpi[@]}" -np 2 "$perf" all_gather -b 64M -e 64M -n 10 -w 3 -c 1 --baseline mpi,memcpy \
+  --shared-buffers
+run rs2s "${mpi[@]}" -np 2 "$perf" reduce_scatter -b 64M -e 64M -n 10 -w 3 -c 1 --baseline mpi \
+  --shared-buffers
+for run_ in ag2 ag2s; do
+  shared=$([[ $run_ == ag2s ]] && echo " [shared]" || echo "")
+  for v in oop ip; do
+    expr=${!v}
+    tag=$([[ $v == ip ]] && echo " (in-place)" || echo "")$shared
+    s=$(med $run_ $M64 "$expr") m=$(med $run_ $M64 'r["memcpy"]["gbps"]')
+    add "1 AG 2r 64M busbw vs memcpy$tag" "$(fmt "$s" GB/s)" "$(fmt "$m" GB/s)" \
+      "$(med $run_ $M64 "$expr / r['memcpy']['gbps']")" ">=" 0.6
+    add "1 AG 2r 64M busbw vs Open MPI$tag" "$(fmt "$s" GB/s)" \
+      "$(fmt "$(med $run_ $M64 "$mpibw")" GB/s)" "$(med $run_ $M64 "$expr / $mpibw")" ">=" 4
+  done
 done
-add "2 RS 2r 64M busbw vs Open MPI" "$(fmt "$(med rs2 $M64 "$oop")" GB/s)" \
-  "$(fmt "$(med rs2 $M64 "$mpibw")" GB/s)" "$(med rs2 $M64 "$oop / $mpibw")" ">=" 4
+for run_ in rs2 rs2s; do
+  add "2 RS 2r 64M busbw vs Open MPI$([[ $run_ == rs2s ]] && echo " [shared]")" \
+    "$(fmt "$(med $run_ $M64 "$oop")" GB/s)" "$(fmt "$(med $run_ $M64 "$mpibw")" GB/s)" \
+    "$(med $run_ $M64 "$oop / $mpibw")" ">=" 4
+done
 fi
 
 # 3: four ranks on one host (oversubscribed on small machines).
 if want 3; then
 run ag4 "${mpi[@]}" -np 4 "$perf" all_gather -b 16M -e 64M -f 4 -n 10 -w 3 -c 1 --baseline mpi
 run rs4 "${mpi[@]}" -np 4 "$perf" reduce_scatter -b 16M -e 64M -f 4 -n 10 -w 3 -c 1 --baseline mpi
-for c in ag4 rs4; do
+run ag4s "${mpi[@]}" -np 4 "$perf" all_gather -b 16M -e 64M -f 4 -n 10 -w 3 -c 1 --baseline mpi \
+  --shared-buffers
+run rs4s "${mpi[@]}" -np 4 "$perf" reduce_scatter -b 16M -e 64M -f 4 -n 10 -w 3 -c 1 \
+  --baseline mpi --shared-buffers
+for c in ag4 rs4 ag4s rs4s; do
   for z in $M16 $M64; do
-    add "3 $([[ $c == ag4 ]] && echo AG || echo RS) 4r $((z >> 20))M busbw vs Open MPI" "$(fmt "$(med $c $z "$oop")" GB/s)" \
+    name="3 $([[ $c == ag4* ]] && echo AG || echo RS) 4r $((z >> 20))M busbw vs Open MPI"
+    [[ $c == *s ]] && name+=" [shared]"
+    add "$name" "$(fmt "$(med $c $z "$oop")" GB/s)" \
       "$(fmt "$(med $c $z "$mpibw")" GB/s)" "$(med $c $z "$oop / $mpibw")" ">=" 2
   done
 done
@@ -155,6 +173,7 @@ fi
 printf '%-46s %14s %14s %7s %8s %5s\n' target "measured sharc" baseline ratio required ""
 printf '%s\n' "${rows[@]}"
 [[ -n "$note" ]] && echo "$note"
+echo "# [shared]: send and receive buffers from sharc::allocShared (sharc-perf --shared-buffers)"
 echo "# $reps runs per figure (medians); ratio: sharc/baseline for bandwidths, baseline/sharc" \
   "for time vs Open MPI, sharc/bound for target 5's bound, ring/default for target 5's speedup"
 if ((fails)); then echo "speed-targets: $fails target(s) FAILED"; exit 1; fi
