@@ -80,18 +80,7 @@ PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* bu
   s.peer = peer;
   s.tag = tag;
   s.buf = static_cast<std::byte*>(const_cast<void*>(buf));
-  s.pieces.resize(rails_.size());
-  size_t offset = 0;
-  for (size_t i = 0; i < rails_.size(); ++i) {
-    s.pieces[i].transfer.owner = this;
-    s.pieces[i].transfer.index = static_cast<uint32_t>(i);
-    s.pieces[i].offset = offset;
-    s.pieces[i].len = pieceLen(len, rails_.size(), i);
-    offset += s.pieces[i].len;
-  }
-  s.open = rails_.size();
-  if (!postPieces(s)) waitingPost_.push_back(&s);
-  return PostStatus::Posted;
+  return start(s, len);
 }
 
 PostStatus StripedEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
@@ -107,6 +96,11 @@ PostStatus StripedEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t i
   s.tag = tag;
   s.ignore = ignore;
   s.buf = static_cast<std::byte*>(buf);
+  return start(s, len);
+}
+
+// Cuts a new striped message into one piece per rail and posts what the rails take now.
+PostStatus StripedEndpoint::start(Striped& s, size_t len) {
   s.pieces.resize(rails_.size());
   size_t offset = 0;
   for (size_t i = 0; i < rails_.size(); ++i) {

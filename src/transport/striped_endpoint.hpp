@@ -63,6 +63,7 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
 
   void onTransferDone(Transfer& t, size_t bytes, uint64_t tag) override;
   void onTransferError(Transfer& t, Result code, const std::string& message) override;
+  PostStatus start(Striped& s, size_t len);
   // Posts the pieces not posted yet; false if one must wait (Retry).
   bool postPieces(Striped& s);
   void finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t tag, Result code,
