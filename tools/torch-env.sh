@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs a command inside a Debian 13 (trixie) root that has torch 2.6 (python3-torch), the
+# environment the PyTorch backend is built and tested in (Debian 12's python3 has no torch).
+#
+#   tools/torch-env.sh [--rebuild] -- COMMAND [ARGS...]
+#
+# The root is made once with mmdebstrap (about a minute plus the download) and cached outside
+# the checkout in $SHARC_TORCH_ROOT (default /var/cache/sharc/trixie-root); --rebuild makes it
+# anew. The command runs as root in a private mount namespace with the checkout at /src
+# (the working directory), /proc, /sys, /dev and /dev/shm bound in, USE_LIBUV=0 (torch's
+# TCPStore there has no libuv) and the host's network (loopback for the stores). Needs root.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=${SHARC_TORCH_ROOT:-/var/cache/sharc/trixie-root}
+packages=python3-torch,libtorch-dev,python3-dev,pybind11-dev,python3-pybind11,cmake,g++,ninja-build
+packages+=,pkg-config,libfabric-dev,libhwloc-dev,python3-pytest,python3-numpy,libgtest-dev
+rebuild=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --rebuild) rebuild=1; shift ;;
+    --) shift; break ;;
+    *) echo "torch-env: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+[[ $# -gt 0 ]] || { echo "torch-env: no command given (… -- COMMAND ARGS)" >&2; exit 2; }
+[[ $(id -u) -eq 0 ]] || { echo "torch-env: needs root (mmdebstrap, mounts, chroot)" >&2; exit 2; }
+
+if [[ $rebuild -eq 1 || ! -x "$dir/usr/bin/python3" ]]; then
+  command -v mmdebstrap >/dev/null || {
+    apt-get update -q >/dev/null
+    apt-get install -y -q mmdebstrap >/dev/null
+  }
+  echo "torch-env: making the trixie root in $dir (cached for later runs)" >&2
+  rm -rf "$dir.tmp"
+  mkdir -p "$(dirname "$dir")"
+  mmdebstrap --variant=apt --include="$packages" trixie "$dir.tmp" >&2
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+fi
+
+# A private mount namespace: the binds disappear with the command, however it ends.
+exec unshare --mount --propagation private -- bash -c '
+  set -e
+  dir=$1 src=$2
+  shift 2
+  mkdir -p "$dir/src"
+  for m in proc sys dev dev/shm; do mount --rbind "/$m" "$dir/$m"; done
+  mount --bind "$src" "$dir/src"
+  cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
+  exec chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root \
+    USE_LIBUV=0 LANG=C.UTF-8 TERM="${TERM:-dumb}" bash -c "cd /src && exec \"\$@\"" bash "$@"
+' bash "$dir" "$root" "$@"
