@@ -52,6 +52,7 @@
 #include <optional>
 
 #include "core/config.hpp"
+#include "hierarchical_pattern.hpp"
 #include "patterns.hpp"
 
 namespace sharc::algo {
@@ -478,6 +479,9 @@ Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   // Log-step algorithms send whole (multi-)blocks in one message: past the provider's
   // largest message the chunked ring carries the call instead.
   if (forced && unchunked(*forced) && wholeMessage(shape) > shape.maxMessageBytes)
+    forced = Algorithm::Ring;
+  // Two levels need several nodes and a node with several ranks; else the ring is what runs.
+  if (forced == Algorithm::Hierarchical && !(shape.nodes && hierApplies(*shape.nodes)))
     forced = Algorithm::Ring;
   const std::vector<Algorithm> options =
       forced ? std::vector<Algorithm>{*forced} : candidates(shape);

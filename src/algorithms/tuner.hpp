@@ -82,7 +82,8 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
                  std::string* breakdown = nullptr);
 /// Picks the algorithm (SHARC_ALGO first, else the cheapest candidate) and the chunk
 /// (SHARC_CHUNK_BYTES when set, else the cheapest of 256K..4M). The log-step algorithms
-/// (whole blocks in one message) fall back to Ring when the call exceeds maxMessageBytes.
+/// (whole blocks in one message) fall back to Ring when the call exceeds maxMessageBytes, and
+/// so does a forced Hierarchical where two levels do not apply.
 /// Deterministic: every rank gets the same plan from the same shape and parameters.
 /// `withBreakdown` fills Plan::breakdown (string formatting: not on the per-call path).
 Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown = true);

@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "algorithms/algorithms.hpp"
-#include "algorithms/hierarchical_pattern.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
 
@@ -142,11 +141,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
     cached = c.plans.emplace(planKey, this->plan(kind, count, type, false)).first;
   }
   const algo::Plan& plan = cached->second;
-  // A forced two-level algorithm on one node (or one rank per node) is the ring: say so.
-  const algo::Algorithm algorithm =
-      plan.algorithm == algo::Algorithm::Hierarchical && !algo::hierApplies(c.nodes)
-          ? algo::Algorithm::Ring
-          : plan.algorithm;
+  const algo::Algorithm algorithm = plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE).
   auto& last = c.lastAlgorithm[static_cast<size_t>(kind) % c.lastAlgorithm.size()];

@@ -175,6 +175,21 @@ TEST(Tuner, SelectAlgorithmIsTheTunersChoice) {
   EXPECT_EQ(selectAlgorithm(CollKind::Broadcast, 4, 4, {}), Algorithm::BinomialTree);
 }
 
+// A forced Hierarchical runs as the ring where two levels do not apply (one node, or one rank
+// per node), and the plan says so.
+TEST(Tuner, ForcedHierarchicalIsTheRingWithoutTwoLevels) {
+  const NodeMap twoByTwo = NodeMap::fromKeys({0, 0, 1, 1}), spread = NodeMap::fromKeys({0, 1, 2});
+  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
+  s.override = AlgorithmOverride::parse("hierarchical");
+  EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Hierarchical);
+  s = shape(CollKind::AllGather, 64 * M, 3, kNet, &spread);
+  s.override = AlgorithmOverride::parse("hierarchical");
+  EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Ring);
+  s = shape(CollKind::AllGather, 64 * M, 4, kCma);
+  s.override = AlgorithmOverride::parse("hierarchical");
+  EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Ring);
+}
+
 // Every collective on every group size up to 9 (a binomial tree's partner r^d may not exist
 // when n is not a power of two): a finite, positive prediction.
 TEST(Tuner, EveryCollectiveAndGroupSizeHasAFinitePrediction) {
