@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sharc/error.hpp>
+#include <type_traits>
 
 namespace sharc::transport {
 namespace {
@@ -69,34 +70,32 @@ size_t StripedEndpoint::maxMessageSize() const {
 
 PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                                      Transfer& t) {
-  if (rails_.size() == 1 || len < kStripeMin) {
-    const PostStatus st = rails_[0]->postSend(peer, tag, buf, len, t);
-    if (st == PostStatus::Failed) lastError_ = rails_[0]->lastError();
-    return st;
-  }
-  Striped& s = striped_.emplace_back();
-  s.user = &t;
-  s.send = true;
-  s.peer = peer;
-  s.tag = tag;
-  s.buf = static_cast<std::byte*>(const_cast<void*>(buf));
-  return start(s, len);
+  if (rails_.size() == 1 || len < kStripeMin)
+    return unstriped(rails_[0]->postSend(peer, tag, buf, len, t));
+  return start(
+      striped_.emplace_back(Striped{.user = &t,
+                                    .send = true,
+                                    .peer = peer,
+                                    .tag = tag,
+                                    .buf = static_cast<std::byte*>(const_cast<void*>(buf))}),
+      len);
 }
 
 PostStatus StripedEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
                                      size_t len, Transfer& t) {
-  if (rails_.size() == 1 || len < kStripeMin || fromPeer == kAnyPeer) {
-    const PostStatus st = rails_[0]->postRecv(fromPeer, tag, ignore, buf, len, t);
-    if (st == PostStatus::Failed) lastError_ = rails_[0]->lastError();
-    return st;
-  }
-  Striped& s = striped_.emplace_back();
-  s.user = &t;
-  s.peer = fromPeer;
-  s.tag = tag;
-  s.ignore = ignore;
-  s.buf = static_cast<std::byte*>(buf);
-  return start(s, len);
+  if (rails_.size() == 1 || len < kStripeMin || fromPeer == kAnyPeer)
+    return unstriped(rails_[0]->postRecv(fromPeer, tag, ignore, buf, len, t));
+  return start(striped_.emplace_back(Striped{.user = &t,
+                                             .peer = fromPeer,
+                                             .tag = tag,
+                                             .ignore = ignore,
+                                             .buf = static_cast<std::byte*>(buf)}),
+               len);
+}
+
+PostStatus StripedEndpoint::unstriped(PostStatus st) {
+  if (st == PostStatus::Failed) lastError_ = rails_[0]->lastError();
+  return st;
 }
 
 // Cuts a new striped message into one piece per rail and posts what the rails take now.
@@ -106,6 +105,7 @@ PostStatus StripedEndpoint::start(Striped& s, size_t len) {
   for (size_t i = 0; i < rails_.size(); ++i) {
     s.pieces[i].transfer.owner = this;
     s.pieces[i].transfer.index = static_cast<uint32_t>(i);
+    s.pieces[i].record = &s;
     s.pieces[i].offset = offset;
     s.pieces[i].len = pieceLen(len, rails_.size(), i);
     offset += s.pieces[i].len;
@@ -168,7 +168,10 @@ size_t StripedEndpoint::progress() {
   for (auto& rail : rails_) handled += rail->progress();
   while (!waitingPost_.empty() && postPieces(*waitingPost_.front())) waitingPost_.pop_front();
   // Records whose pieces have all finished were reported; forget them.
-  std::erase_if(striped_, [](const Striped& s) { return s.reported; });
+  if (reportedRecords_ > 0) {
+    std::erase_if(striped_, [](const Striped& s) { return s.reported; });
+    reportedRecords_ = 0;
+  }
   return handled;
 }
 
@@ -182,9 +185,10 @@ void StripedEndpoint::onTransferError(Transfer& t, Result code, const std::strin
 
 void StripedEndpoint::finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t tag, Result code,
                                   const std::string& message) {
-  for (Striped& s : striped_) {
-    if (t.index >= s.pieces.size() || &s.pieces[t.index].transfer != &t) continue;
-    Piece& p = s.pieces[t.index];
+  static_assert(std::is_standard_layout_v<Piece>, "a Piece must start at its transfer");
+  Piece& p = *reinterpret_cast<Piece*>(&t);
+  Striped& s = *p.record;
+  {
     p.done = true;
     --s.open;
     if (ok) {
@@ -203,13 +207,13 @@ void StripedEndpoint::finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t t
       cancelPieces(s);
     }
     reportIfFinished(s);
-    return;
   }
 }
 
 void StripedEndpoint::reportIfFinished(Striped& s) {
   if (s.open != 0 || s.reported) return;
   s.reported = true;
+  ++reportedRecords_;
   Transfer& user = *s.user;
   if (s.failed)
     user.owner->onTransferError(user, s.code, s.message);

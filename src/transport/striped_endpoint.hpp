@@ -41,8 +41,11 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
 
  private:
   // One striped message: a piece per rail, reported to the user once all have finished.
+  struct Striped;
+  // The transfer comes first: a completion's Transfer& is its Piece (see finishPiece).
   struct Piece {
     Transfer transfer;
+    Striped* record = nullptr;
     size_t offset = 0, len = 0;
     bool posted = false, done = false;
   };
@@ -52,18 +55,20 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
     uint32_t peer = 0;
     uint64_t tag = 0, ignore = 0;
     std::byte* buf = nullptr;
-    std::vector<Piece> pieces;
+    std::vector<Piece> pieces{};
     size_t open = 0;      // pieces not finished
     size_t received = 0;  // bytes, receives
     uint64_t matchedTag = 0;
     bool failed = false, canceled = false, reported = false;
     Result code = Result::Success;
-    std::string message;
+    std::string message{};
   };
 
   void onTransferDone(Transfer& t, size_t bytes, uint64_t tag) override;
   void onTransferError(Transfer& t, Result code, const std::string& message) override;
   PostStatus start(Striped& s, size_t len);
+  // The rail-0 path of a message too small to stripe: keeps the rail's error message.
+  PostStatus unstriped(PostStatus st);
   // Posts the pieces not posted yet; false if one must wait (Retry).
   bool postPieces(Striped& s);
   void finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t tag, Result code,
@@ -76,6 +81,7 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
   std::list<Striped> striped_;        // stable addresses: pieces' transfers point into them
   std::deque<Striped*> waitingPost_;  // pieces a rail refused for now (Retry)
   std::string lastError_;
+  size_t reportedRecords_ = 0;  // reported records not yet forgotten
 };
 
 }  // namespace sharc::transport
