@@ -181,7 +181,7 @@ PostStatus ShmEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignor
     Peer& p = peers_[i];
     for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
       if (it->claimedBy || !matches(r, it->tag)) continue;
-      if (it->received == it->data.size()) {
+      if (it->received == it->size) {
         deliverUnexpected(*it, r);
         p.unexpected.erase(it);
       } else {
@@ -199,14 +199,14 @@ PostStatus ShmEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignor
 }
 
 void ShmEndpoint::deliverUnexpected(Unexpected& u, const Recv& r) {
-  if (u.data.size() > r.len) {
+  if (u.size > r.len) {
     failed(r.t, Result::InvalidUsage,
-           "message larger than the posted buffer (" + std::to_string(u.data.size() - r.len) +
+           "message larger than the posted buffer (" + std::to_string(u.size - r.len) +
                " bytes beyond it)");
     return;
   }
-  if (!u.data.empty()) std::memcpy(r.buf, u.data.data(), u.data.size());
-  done(r.t, u.data.size(), u.tag);
+  if (u.size > 0) std::memcpy(r.buf, u.data.get(), u.size);
+  done(r.t, u.size, u.tag);
 }
 
 void ShmEndpoint::done(Transfer* t, size_t bytes, uint64_t tag) {
@@ -245,9 +245,10 @@ void ShmEndpoint::startIncoming(int local, uint64_t tag, size_t total) {
     return;
   }
   ++unexpectedCount_;
-  p.unexpected.push_back(Unexpected{tag, std::vector<std::byte>(total), 0, nullptr});
+  p.unexpected.push_back(
+      Unexpected{tag, std::make_unique_for_overwrite<std::byte[]>(total), total, 0, nullptr});
   in.unexpected = &p.unexpected.back();
-  in.dst = in.unexpected->data.data();
+  in.dst = in.unexpected->data.get();
 }
 
 // Reads what peer `local` has written; returns the number of slots consumed.

@@ -83,7 +83,8 @@ class ShmEndpoint final : public Endpoint {
   // A message that arrived before its receive was posted, held until one is.
   struct Unexpected {
     uint64_t tag;
-    std::vector<std::byte> data;
+    std::unique_ptr<std::byte[]> data;  // not zero-filled: every byte is written before use
+    size_t size = 0;
     size_t received = 0;
     std::unique_ptr<Recv> claimedBy;  // a receive posted while the message was still arriving
   };
