@@ -66,6 +66,51 @@ void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& 
   }
 }
 
+// Reduces `count` elements into `out`: this rank's own (`own`) and every peer's, read from
+// byte `at` of the peer's buffer (`length` bytes, announced in `addr`). Chunks small enough to
+// stay in cache between the read and the reduction go through a few reused buffers, so the
+// peer's data never goes out to memory on this side (a block-sized buffer cost a write and a
+// read-for-ownership of every byte: 2.0 against 2.6 GB/s busbw, 2 ranks, 64 MiB float32).
+// Returns the operation that finishes each chunk; readsFrom[peer] gets the reads of peer.
+std::vector<Schedule::OpId> reduceFromPeers(Schedule& s, const Addresses& addr, uint64_t length,
+                                            size_t at, size_t count, const std::byte* own,
+                                            std::byte* out, size_t chunkBytes,
+                                            std::vector<std::vector<Schedule::OpId>>& readsFrom) {
+  const auto& c = s.context();
+  const int n = c.size, r = c.rank;
+  const size_t elem = dataTypeSize(c.type);
+  const size_t chunks = chunksFor(count * elem, std::min<size_t>(chunkBytes, 256 * 1024), 1);
+  const size_t slotBytes = evenBlock(count, static_cast<int>(chunks), 0).count * elem;
+  constexpr size_t kSlots = 4;
+  std::byte* slots = s.scratch(slotBytes * kSlots + 1);
+  std::vector<Schedule::OpId> finals(chunks), lastOfChunk(chunks);
+  for (size_t ch = 0; ch < chunks; ++ch) {
+    const Range p = evenBlock(count, static_cast<int>(chunks), static_cast<int>(ch));
+    const size_t off = p.offset * elem, bytes = p.count * elem;
+    std::byte* slot = slots + (ch % kSlots) * slotBytes;  // chunk 0 is the largest
+    Schedule::OpId prev = 0;
+    for (int k = 1; k < n; ++k) {
+      const int from = mod(r - k, n);
+      const Schedule::OpId rd =
+          s.remoteRead(from, words(addr.of[from]), length, at + off, slot, bytes);
+      s.after(rd, addr.received[from]);
+      if (k > 1) s.after(rd, prev);  // the slot is reused: the previous reduction must be done
+      if (k == 1 && ch >= kSlots) s.after(rd, lastOfChunk[ch - kSlots]);
+      readsFrom[from].push_back(rd);
+      // The first reduction starts from this rank's own data (in place: out is that data).
+      const Schedule::OpId red = s.reduce(
+          out + off, k == 1 ? static_cast<const void*>(own + off) : out + off, slot, p.count);
+      s.after(red, rd);
+      if (k > 1) s.after(red, prev);
+      prev = red;
+    }
+    lastOfChunk[ch] = prev;
+    finals[ch] = s.divide(out + off, p.count);
+    s.after(finals[ch], prev);
+  }
+  return finals;
+}
+
 }  // namespace
 
 void buildDirectWriteAllGather(Schedule& s, const CollArgs& a) {
@@ -111,39 +156,9 @@ void buildDirectWriteAllGather(Schedule& s, const CollArgs& a) {
 void buildDirectReadReduceScatter(Schedule& s, const CollArgs& a) {
   const auto [n, r, elem, block, send, recv] = Frame(s, a);
   const Addresses addr = exchangeAddresses(s, a.send, block * n);
-  // Chunks small enough to stay in cache between the read and the reduction, read into a few
-  // reused buffers: the peer's data then never goes out to memory on this side (a block-sized
-  // buffer cost a write and a read-for-ownership of every byte: 2.0 against 2.6 GB/s busbw,
-  // 2 ranks, 64 MiB float32).
-  const size_t chunks = chunksFor(block, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
-  const size_t slotBytes = evenBlock(a.count, static_cast<int>(chunks), 0).count * elem;
-  constexpr size_t kSlots = 4;
-  std::byte* tmpSlots = s.scratch(slotBytes * kSlots + 1);
-  std::vector<Schedule::OpId> lastOfChunk(chunks);
   std::vector<std::vector<Schedule::OpId>> readsFrom(n);
-  for (size_t ch = 0; ch < chunks; ++ch) {
-    const Range p = evenBlock(a.count, static_cast<int>(chunks), static_cast<int>(ch));
-    const size_t off = p.offset * elem, bytes = p.count * elem;
-    std::byte* slot = tmpSlots + (ch % kSlots) * slotBytes;  // chunk 0 is the largest
-    Schedule::OpId prev = 0;
-    for (int k = 1; k < n; ++k) {
-      const int from = mod(r - k, n);
-      const Schedule::OpId rd =
-          s.remoteRead(from, words(addr.of[from]), block * n, r * block + off, slot, bytes);
-      s.after(rd, addr.received[from]);
-      if (k > 1) s.after(rd, prev);  // the slot is reused: the previous reduction must be done
-      if (k == 1 && ch >= kSlots) s.after(rd, lastOfChunk[ch - kSlots]);
-      readsFrom[from].push_back(rd);
-      // The first reduction starts from this rank's own block (in place: recv is that block).
-      const void* acc = k == 1 ? static_cast<const void*>(send + r * block + off) : recv + off;
-      const Schedule::OpId red = s.reduce(recv + off, acc, slot, p.count);
-      s.after(red, rd);
-      if (k > 1) s.after(red, prev);
-      prev = red;
-    }
-    lastOfChunk[ch] = prev;
-    s.after(s.divide(recv + off, p.count), prev);
-  }
+  reduceFromPeers(s, addr, block * n, r * block, a.count, send + r * block, recv, a.chunkBytes,
+                  readsFrom);
   doneHandshake(s, readsFrom);
 }
 
@@ -153,36 +168,10 @@ void buildDirectReadAllReduce(Schedule& s, const CollArgs& a) {
 
   // Phase 1, reduce-scatter: this rank reduces its block from every peer's send buffer.
   const Addresses sendAddr = exchangeAddresses(s, a.send, a.count * elem);
-  const size_t chunks = chunksFor(mine.count * elem, std::min<size_t>(a.chunkBytes, 256 * 1024), 1);
-  // Reused cache-sized buffers, as in the ReduceScatter above.
-  const size_t slotBytes = evenBlock(mine.count, static_cast<int>(chunks), 0).count * elem;
-  constexpr size_t kSlots = 4;
-  std::byte* tmp = s.scratch(slotBytes * kSlots + 1);
   std::vector<std::vector<Schedule::OpId>> readsFrom(n);
-  std::vector<Schedule::OpId> finals, lastOfChunk(chunks);
-  for (size_t ch = 0; ch < chunks; ++ch) {
-    const Range p = evenBlock(mine.count, static_cast<int>(chunks), static_cast<int>(ch));
-    const size_t off = (mine.offset + p.offset) * elem, bytes = p.count * elem;
-    std::byte* t = tmp + (ch % kSlots) * slotBytes;
-    Schedule::OpId prev = 0;
-    for (int k = 1; k < n; ++k) {
-      const int from = mod(r - k, n);
-      const Schedule::OpId rd =
-          s.remoteRead(from, words(sendAddr.of[from]), a.count * elem, off, t, bytes);
-      s.after(rd, sendAddr.received[from]);
-      if (k > 1) s.after(rd, prev);
-      if (k == 1 && ch >= kSlots) s.after(rd, lastOfChunk[ch - kSlots]);
-      readsFrom[from].push_back(rd);
-      const void* acc = k == 1 ? static_cast<const void*>(send + off) : recv + off;
-      const Schedule::OpId red = s.reduce(recv + off, acc, t, p.count);
-      s.after(red, rd);
-      if (k > 1) s.after(red, prev);
-      prev = red;
-    }
-    lastOfChunk[ch] = prev;
-    finals.push_back(s.divide(recv + off, p.count));
-    s.after(finals.back(), prev);
-  }
+  const size_t at = mine.offset * elem;
+  const std::vector<Schedule::OpId> finals = reduceFromPeers(
+      s, sendAddr, a.count * elem, at, mine.count, send + at, recv + at, a.chunkBytes, readsFrom);
   doneHandshake(s, readsFrom);
 
   // Phase 2, all-gather: once its block is final, each rank announces its receive buffer and
