@@ -78,6 +78,8 @@ class CommState final : public transport::TransferOwner {
   /// Recent tuner plans by (collective, bytes): every input of the plan but these is fixed
   /// for the communicator's life.
   std::unordered_map<uint64_t, algo::Plan> plans;
+  /// Point-to-point sequences per (peer << 32 | slot), sends and receives apart.
+  std::unordered_map<uint64_t, uint32_t> sendSeq, recvSeq;
   bool aborted = false;
   std::string abortMessage;
 
@@ -112,6 +114,8 @@ class RequestState {
   Status status = Status::Pending;  // written under the engine lock
   Result code = Result::Success;
   std::string message;
+  /// Set when the schedule failed: until then the error waits for its transfers to drain.
+  std::chrono::steady_clock::time_point drainUntil{};
 };
 
 class CommunicatorImpl {
@@ -130,6 +134,11 @@ class CommunicatorImpl {
   algo::Plan plan(algo::CollKind kind, size_t count, DataType type,
                   bool withBreakdown = true) const;
   std::shared_ptr<Communicator> split(int color, int key);
+  /// Members-only creation over the same endpoint (point_to_point.cc has the rest).
+  std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
+                                         const ExchangeFn& exchange);
+  /// Starts a group of sends and receives as one request (point_to_point.cc).
+  Request startGroup(const std::vector<PointToPoint>& ops);
   void destroy() noexcept;
   bool destroyed() const { return destroyed_; }
   CommState& state() { return *state_; }
@@ -137,6 +146,10 @@ class CommunicatorImpl {
  private:
   void validate(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root) const;
+  // Fills what every schedule of this communicator shares (engine lock held).
+  algo::ScheduleContext baseContext(algo::CollKind kind, DataType type, RedOp op, size_t count);
+  // Registers a built schedule and posts what it can (engine lock held).
+  Request launch(std::shared_ptr<algo::Schedule> schedule);
   std::shared_ptr<CommState> state_;
   bool destroyed_ = false;
 };

@@ -8,6 +8,11 @@
 #include "core/log.hpp"
 
 namespace sharc::detail {
+namespace {
+using Clock = std::chrono::steady_clock;
+// How long a failed operation waits for its canceled transfers before reporting the error.
+constexpr std::chrono::milliseconds kCancelDrain{5000};
+}  // namespace
 
 Engine::Engine(std::unique_ptr<transport::Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
 
@@ -31,19 +36,29 @@ bool Engine::progressLocked() {
       ++i;
       continue;
     }
-    any = true;
-    if (st == algo::Schedule::State::Done) {
-      r.status = RequestState::Status::Done;
-    } else {
-      r.status = RequestState::Status::Failed;
+    if (st == algo::Schedule::State::Failed && r.drainUntil == Clock::time_point{}) {
       r.code = r.schedule->errorCode();
       r.message = r.schedule->errorMessage();
       SHARC_WARN(r.message);
       // A local failure (dead peer, mismatch, timeout) is announced to the other ranks so
       // they fail now instead of at their own timeout.
       if (r.code != Result::RemoteError && !r.comm->aborted) r.comm->abort(r.message);
-      if (!r.schedule->quiescent()) drain(r.schedule);
+      r.drainUntil = Clock::now() + kCancelDrain;
     }
+    if (st == algo::Schedule::State::Failed && !r.schedule->quiescent()) {
+      // The user may free the buffers as soon as the call reports its error: wait until the
+      // provider has finished with them (canceled, or completed after all), within bounds.
+      if (Clock::now() < r.drainUntil) {
+        ++i;
+        continue;
+      }
+      SHARC_WARN(r.message << ": transfers still pending " << kCancelDrain.count()
+                           << " ms after cancellation; their buffers may still be written");
+      drain(r.schedule);
+    }
+    any = true;
+    r.status = st == algo::Schedule::State::Done ? RequestState::Status::Done
+                                                 : RequestState::Status::Failed;
     active_.erase(active_.begin() + static_cast<long>(i));
   }
   std::erase_if(drainingSchedules_, [](const auto& s) { return s->quiescent(); });
