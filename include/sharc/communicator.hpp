@@ -10,10 +10,13 @@
 #include <array>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <sharc/error.hpp>
 #include <sharc/types.hpp>
 #include <string>
+#include <vector>
 
 namespace sharc {
 
@@ -82,6 +85,22 @@ struct CallPlan {
   std::string breakdown;   ///< one line: the model's terms behind the prediction
 };
 
+/// A caller's rendezvous channel (a key-value store, a launcher's exchange): called
+/// collectively, every rank passes one blob of at most 64 KiB and gets all blobs back,
+/// indexed by rank. Rounds are matched in call order. It reports failure by throwing.
+using ExchangeFn = std::function<std::vector<std::string>(const std::string& blob)>;
+
+/// One send or receive of a point-to-point group (Communicator::igroup).
+struct PointToPoint {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  int peer = 0;         ///< the other rank, in this communicator
+  void* buf = nullptr;  ///< read by a send, written by a receive
+  size_t bytes = 0;     ///< a receive must get exactly this many bytes
+  uint32_t tag = 0;     ///< matched between the pair; tags are told apart modulo kMaxTags
+  static constexpr uint32_t kMaxTags = 8191;
+};
+
 /// A group of ranks that run collectives together. Thread-safe: calls may come from several
 /// threads, and every rank must issue the same collectives in the same order.
 class Communicator {
@@ -94,6 +113,12 @@ class Communicator {
   /// OMPI_COMM_WORLD_RANK/SIZE with SHARC_ROOT or MASTER_ADDR/MASTER_PORT. Rank 0 serves the
   /// rendezvous on the root address.
   static std::shared_ptr<Communicator> createFromEnvironment(const CommOptions& options = {});
+
+  /// Joins a job of `nranks` ranks whose rendezvous goes through `exchange` (collective):
+  /// no port of sharc's own is opened; the exchange carries the endpoint addresses.
+  static std::shared_ptr<Communicator> createFromExchange(int rank, int nranks,
+                                                          const ExchangeFn& exchange,
+                                                          const CommOptions& options = {});
 
   ~Communicator();
   Communicator(const Communicator&) = delete;
@@ -112,6 +137,19 @@ class Communicator {
   /// Collective over this communicator: ranks passing the same color form a new communicator,
   /// ordered by (key, old rank). A negative color returns nullptr (the rank joins none).
   std::shared_ptr<Communicator> split(int color, int key);
+
+  /// Collective over `members` only (ranks of this communicator, in the new communicator's
+  /// order; this rank among them): a communicator over the same endpoint, its id agreed
+  /// through `exchange`, which must connect exactly the members. Ranks outside take no part,
+  /// so it suits groups that not every rank creates (torch's new_group).
+  std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
+                                         const ExchangeFn& exchange);
+
+  /// Sends and receives, each matched with its peer's in posting order per (peer, tag), run
+  /// as one operation (like ncclGroupStart/End): a pair may send to each other at once.
+  Request igroup(const std::vector<PointToPoint>& ops);
+  Request isend(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  Request irecv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
 
   /// recvbuff[r*count .. (r+1)*count) receives rank r's sendbuff[0..count).
   Request iallGather(const void* sendbuff, void* recvbuff, size_t count, DataType type);

@@ -30,6 +30,7 @@ const char* collKindName(CollKind kind) {
     case CollKind::Broadcast: return "broadcast";
     case CollKind::Barrier: return "barrier";
     case CollKind::Split: return "split";
+    case CollKind::PointToPoint: return "send/recv";
   }
   return "unknown collective";
 }
@@ -68,6 +69,11 @@ Schedule::~Schedule() {
 
 std::string Schedule::describe() const {
   std::ostringstream os;
+  if (ctx_.kind == CollKind::PointToPoint) {
+    os << "rank " << ctx_.rank << ": send/recv(" << ops_.size() << " operations, " << ctx_.count
+       << " bytes)";
+    return os.str();
+  }
   os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << "(count=" << ctx_.count << ", "
      << dataTypeName(ctx_.type);
   if (ctx_.kind == CollKind::ReduceScatter || ctx_.kind == CollKind::AllReduce)
@@ -92,6 +98,28 @@ Schedule::OpId Schedule::send(int peer, uint32_t slot, const void* buf, size_t b
 
 Schedule::OpId Schedule::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
   return add({.kind = Kind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
+}
+
+Schedule::OpId Schedule::sendWithSeq(int peer, uint32_t seq, uint32_t slot, const void* buf,
+                                     size_t bytes) {
+  return add({.kind = Kind::Send,
+              .peer = peer,
+              .slot = slot,
+              .seq = seq,
+              .ownSeq = true,
+              .src = buf,
+              .size = bytes});
+}
+
+Schedule::OpId Schedule::recvWithSeq(int peer, uint32_t seq, uint32_t slot, void* buf,
+                                     size_t bytes) {
+  return add({.kind = Kind::Recv,
+              .peer = peer,
+              .slot = slot,
+              .seq = seq,
+              .ownSeq = true,
+              .dst = buf,
+              .size = bytes});
 }
 
 Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t count) {
@@ -211,12 +239,14 @@ void Schedule::runLocal(Op& op) {
 
 bool Schedule::post(OpId id) {
   Op& op = ops_[id];
+  const uint64_t base =
+      op.ownSeq ? tag::base(ctx_.commId, op.seq, tag::sigOf(tagBase_)) : tagBase_;
   transport::PostStatus st;
   if (op.kind == Kind::Send) {
-    const uint64_t t = tag::make(tagBase_, static_cast<uint32_t>(ctx_.rank), op.slot);
+    const uint64_t t = tag::make(base, static_cast<uint32_t>(ctx_.rank), op.slot);
     st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, op.src, op.size, op.transfer);
   } else {
-    const uint64_t t = tag::make(tagBase_, static_cast<uint32_t>(op.peer), op.slot);
+    const uint64_t t = tag::make(base, static_cast<uint32_t>(op.peer), op.slot);
     st = ctx_.endpoint->postRecv((*ctx_.peers)[op.peer], t, tag::kSigMask, op.dst, op.size,
                                  op.transfer);
   }

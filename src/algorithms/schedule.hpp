@@ -71,6 +71,10 @@ class Schedule final : public transport::TransferOwner {
   // ---- building (before start) ----
   OpId send(int peer, uint32_t slot, const void* buf, size_t bytes);
   OpId recv(int peer, uint32_t slot, void* buf, size_t bytes);
+  /// Point-to-point forms: the message's sequence is the caller's (counted per peer and tag)
+  /// instead of the schedule's.
+  OpId sendWithSeq(int peer, uint32_t seq, uint32_t slot, const void* buf, size_t bytes);
+  OpId recvWithSeq(int peer, uint32_t seq, uint32_t slot, void* buf, size_t bytes);
   /// dst = a op b over `count` elements of the schedule's type (Avg reduces as Sum).
   OpId reduce(void* dst, const void* a, const void* b, size_t count);
   OpId copy(void* dst, const void* src, size_t bytes);
@@ -119,6 +123,8 @@ class Schedule final : public transport::TransferOwner {
     OpState state = OpState::Waiting;
     int peer = -1;
     uint32_t slot = 0;
+    uint32_t seq = 0;
+    bool ownSeq = false;  // point-to-point: `seq` replaces the schedule's sequence
     uint32_t pendingDeps = 0;
     void* dst = nullptr;
     const void* src = nullptr;

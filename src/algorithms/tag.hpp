@@ -6,7 +6,8 @@
 // The source rank is in the tag because not every provider supports directed receives. The
 // signature is ignored when matching and checked on completion, so a rank that calls another
 // collective, type or op is reported instead of silently mixing data. Slot 0x3FFF is the
-// control channel (abort notices).
+// control channel (abort notices); slots 0x2000..0x3FFE carry point-to-point messages, whose
+// sequence counts per (peer, tag) instead of per collective.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@ enum class CollKind : uint8_t {
   Broadcast = 4,
   Barrier = 5,
   Split = 6,
+  PointToPoint = 7,
 };
 const char* collKindName(CollKind kind);
 
@@ -35,8 +37,11 @@ inline constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kRankShift;
 inline constexpr uint32_t kMaxComms = 1u << kCommBits;
 inline constexpr uint32_t kMaxRanks = 1u << kRankBits;
 inline constexpr uint32_t kControlSlot = static_cast<uint32_t>(kSlotMask);
-/// Slots usable by one schedule per peer pair.
-inline constexpr uint32_t kMaxSlots = kControlSlot;
+/// Slots usable by one schedule per peer pair. The slots above are point-to-point tags.
+inline constexpr uint32_t kMaxSlots = 0x2000;
+/// Point-to-point messages: slot kP2PSlotBase + user tag (modulo kP2PTags).
+inline constexpr uint32_t kP2PSlotBase = kMaxSlots;
+inline constexpr uint32_t kP2PTags = kControlSlot - kP2PSlotBase;
 
 inline uint32_t signature(CollKind kind, DataType type, RedOp op) {
   return (static_cast<uint32_t>(kind) & 7u) << 7 | (static_cast<uint32_t>(type) & 15u) << 3 |

@@ -114,22 +114,10 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   if (c.aborted) invalid(Result::RemoteError, c.rank, kind, c.abortMessage);
 
   const size_t elem = dataTypeSize(type);
-  algo::ScheduleContext ctx;
-  ctx.endpoint = &engine.endpoint();
-  ctx.peers = &c.peers;
-  ctx.pids = c.pids.empty() ? nullptr : &c.pids;
-  ctx.scratch = &engine.scratch;
-  ctx.nodes = &c.nodes;
-  ctx.hierRotate = engine.hierRotate;
-  ctx.rank = c.rank;
-  ctx.size = c.size;
-  ctx.commId = c.id;
+  algo::ScheduleContext ctx = baseContext(
+      kind, type,
+      (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum, count);
   ctx.seq = c.nextSeq++;
-  ctx.kind = kind;
-  ctx.type = type;
-  ctx.op = (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum;
-  ctx.count = count;
-  ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
   // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
   // the chunked ring where a message could exceed the provider's largest.
   // Training loops repeat the same few shapes: the last plans are kept per communicator.
@@ -169,9 +157,35 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   }
   SHARC_TRACE(schedule->describe() << ": seq " << schedule->context().seq << ", "
                                    << schedule->opCount() << " operations");
+  return launch(std::move(schedule));
+}
+
+algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type, RedOp op,
+                                                    size_t count) {
+  CommState& c = *state_;
+  Engine& engine = *c.engine;
+  algo::ScheduleContext ctx;
+  ctx.endpoint = &engine.endpoint();
+  ctx.peers = &c.peers;
+  ctx.pids = c.pids.empty() ? nullptr : &c.pids;
+  ctx.scratch = &engine.scratch;
+  ctx.nodes = &c.nodes;
+  ctx.hierRotate = engine.hierRotate;
+  ctx.rank = c.rank;
+  ctx.size = c.size;
+  ctx.commId = c.id;
+  ctx.kind = kind;
+  ctx.type = type;
+  ctx.op = op;
+  ctx.count = count;
+  ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
+  return ctx;
+}
+
+Request CommunicatorImpl::launch(std::shared_ptr<algo::Schedule> schedule) {
   auto request = std::make_shared<RequestState>(state_, std::move(schedule));
-  engine.addActive(request);
-  engine.progressLocked();  // post what can go right away
+  state_->engine->addActive(request);
+  state_->engine->progressLocked();  // post what can go right away
   return Request(std::move(request));
 }
 
