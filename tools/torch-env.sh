@@ -14,6 +14,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 dir=${SHARC_TORCH_ROOT:-/var/cache/sharc/trixie-root}
 packages=python3-torch,libtorch-dev,python3-dev,pybind11-dev,python3-pybind11,cmake,g++,ninja-build
 packages+=,pkg-config,libfabric-dev,libhwloc-dev,python3-pytest,python3-numpy,libgtest-dev
+packages+=,python3-pip,python3-setuptools,python3-wheel,python3-expecttest,python3-hypothesis
 rebuild=0
 while [[ $# -gt 0 ]]; do
   case "$1" in

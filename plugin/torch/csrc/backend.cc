@@ -1,0 +1,320 @@
+// ProcessGroupSharc: creation, the collectives sharc's engine runs natively, coalescing.
+#include "backend.hpp"
+
+#include <mutex>
+
+#include "tensor_args.hpp"
+
+namespace sharc::torch_backend {
+namespace {
+
+// The group's rendezvous through torch's store: round k, rank r writes "sharc/k/r".
+sharc::ExchangeFn storeExchange(c10::intrusive_ptr<c10d::Store> store, int rank, int size) {
+  auto round = std::make_shared<int>(0);
+  return [store = std::move(store), rank, size, round](const std::string& blob) {
+    const std::string base = "sharc/" + std::to_string((*round)++) + "/";
+    store->set(base + std::to_string(rank), std::vector<uint8_t>(blob.begin(), blob.end()));
+    std::vector<std::string> all(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      const std::vector<uint8_t> v = store->get(base + std::to_string(r));
+      all[static_cast<size_t>(r)].assign(v.begin(), v.end());
+    }
+    return all;
+  };
+}
+
+// The communicator of the default group: sub-groups are carved from its endpoint.
+std::mutex worldMu;
+std::weak_ptr<sharc::Communicator> world;
+
+template <typename F>
+auto engineCall(const std::string& call, int rank, F&& f) {
+  try {
+    return f();
+  } catch (const sharc::Error& e) {
+    reject(call, rank, e.what());
+  }
+}
+
+}  // namespace
+
+ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int size, std::chrono::milliseconds timeout,
+                                     const std::vector<int64_t>& globalRanks)
+    : c10d::Backend(rank, size) {
+  sharc::CommOptions options;
+  options.timeout = timeout;
+  const sharc::ExchangeFn exchange = storeExchange(store, rank, size);
+  std::shared_ptr<sharc::Communicator> parent;
+  if (!globalRanks.empty()) {
+    std::lock_guard<std::mutex> lock(worldMu);
+    parent = world.lock();
+  }
+  // A sub-group of the default group shares its endpoint: only the members agree on an id.
+  bool carved = false;
+  if (parent) {
+    std::vector<int> members;
+    for (int64_t g : globalRanks)
+      if (g >= 0 && g < parent->size()) members.push_back(static_cast<int>(g));
+    if (members.size() == globalRanks.size() && members[static_cast<size_t>(rank)] == parent->rank()) {
+      comm_ = engineCall("new_group", rank, [&] { return parent->subgroup(members, exchange); });
+      carved = true;
+    }
+  }
+  if (!carved)
+    comm_ = engineCall("init_process_group", rank, [&] {
+      return sharc::Communicator::createFromExchange(rank, size, exchange, options);
+    });
+  if (globalRanks.empty()) {
+    std::lock_guard<std::mutex> lock(worldMu);
+    world = comm_;
+  }
+}
+
+ProcessGroupSharc::~ProcessGroupSharc() {
+  if (comm_) comm_->destroy();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::track(c10::intrusive_ptr<SharcWork> work,
+                                                        const std::vector<sharc::Request>& requests) {
+  if (coalescing_) {
+    coalesced_.insert(coalesced_.end(), requests.begin(), requests.end());
+    coalescedWorks_.push_back(work);
+  }
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::makeWork(
+    c10d::OpType type, const std::string& call, std::vector<sharc::Request> requests,
+    std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive,
+    std::function<void()> onSuccess) {
+  const std::vector<sharc::Request> copy = coalescing_ ? requests : std::vector<sharc::Request>{};
+  auto work = c10::make_intrusive<SharcWork>(rank_, type, call, std::move(requests),
+                                             std::move(outputs), std::move(keepAlive),
+                                             std::move(onSuccess));
+  return track(std::move(work), copy);
+}
+
+void ProcessGroupSharc::startCoalescing() {
+  coalescing_ = true;
+  coalesced_.clear();
+  coalescedWorks_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::endCoalescing() {
+  coalescing_ = false;
+  std::vector<at::Tensor> outputs;
+  for (auto& w : coalescedWorks_)
+    for (auto& t : w->result()) outputs.push_back(t);
+  auto works = std::move(coalescedWorks_);
+  // The member works finish (copy out) when this one does.
+  return c10::make_intrusive<SharcWork>(rank_, c10d::OpType::COALESCED, "coalesced operations",
+                                        std::move(coalesced_), std::move(outputs),
+                                        std::vector<at::Tensor>{}, [works] {
+                                          for (auto& w : works) w->wait(std::chrono::milliseconds(0));
+                                        });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  const std::string call = "broadcast";
+  at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
+  checkWritable(call, rank_, t, "broadcast");
+  if (opts.rootTensor != 0) reject(call, rank_, "rootTensor must be 0 (one tensor per process)");
+  const Layout l = transportLayout(t);
+  auto req = engineCall(call, rank_, [&] {
+    return comm_->ibroadcast(t.data_ptr(), t.data_ptr(), l.count, l.type,
+                             static_cast<int>(opts.rootRank));
+  });
+  return makeWork(c10d::OpType::BROADCAST, call, {req}, {t});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  const std::string call = "all_reduce";
+  at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
+  checkWritable(call, rank_, t, "all_reduce");
+  const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
+  if (red.premul) t.mul_(*red.premul);
+  auto req = engineCall(call, rank_, [&] {
+    return comm_->iallReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                             *nativeType(t.scalar_type()), red.op);
+  });
+  return makeWork(c10d::OpType::ALLREDUCE, call, {req}, {t});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const std::string call = "all_reduce_coalesced";
+  std::vector<sharc::Request> reqs;
+  for (at::Tensor& t : tensors) {
+    checkWritable(call, rank_, t, "all_reduce_coalesced");
+    const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
+    if (red.premul) t.mul_(*red.premul);
+    reqs.push_back(engineCall(call, rank_, [&] {
+      return comm_->iallReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                               *nativeType(t.scalar_type()), red.op);
+    }));
+  }
+  return makeWork(c10d::OpType::ALLREDUCE_COALESCED, call, std::move(reqs), tensors);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  const std::string call = "reduce";
+  at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
+  checkWritable(call, rank_, t, "reduce");
+  if (opts.rootRank < 0 || opts.rootRank >= size_)
+    reject(call, rank_, "root " + std::to_string(opts.rootRank) + " out of range");
+  const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
+  // Every rank reduces; only the root keeps the result (the others' tensors are unchanged).
+  const bool root = opts.rootRank == rank_;
+  at::Tensor src = red.premul ? (root ? t.mul_(*red.premul) : t.mul(*red.premul)) : t;
+  at::Tensor dst = root ? t : at::empty_like(t);
+  auto req = engineCall(call, rank_, [&] {
+    return comm_->iallReduce(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(t.numel()),
+                             *nativeType(t.scalar_type()), red.op);
+  });
+  return makeWork(c10d::OpType::REDUCE, call, {req}, {t}, {src, dst});
+}
+
+sharc::Request ProcessGroupSharc::allGatherOne(const std::string& call, at::Tensor& output,
+                                               const at::Tensor& input,
+                                               std::vector<at::Tensor>& keepAlive) {
+  at::Tensor in = readable(call, rank_, input);
+  checkWritable(call, rank_, output, "output");
+  if (output.scalar_type() != in.scalar_type())
+    reject(call, rank_,
+           std::string("output dtype ") + c10::toString(output.scalar_type()) +
+               " differs from input dtype " + c10::toString(in.scalar_type()));
+  if (output.numel() != in.numel() * size_)
+    reject(call, rank_,
+           "output has " + std::to_string(output.numel()) + " elements (expected world size " +
+               std::to_string(size_) + " x input's " + std::to_string(in.numel()) + ")");
+  keepAlive.push_back(in);
+  const Layout l = transportLayout(in);
+  return engineCall(call, rank_, [&] {
+    return comm_->iallGather(in.data_ptr(), output.data_ptr(), l.count, l.type);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const std::string call = "all_gather_into_tensor";
+  std::vector<at::Tensor> keep;
+  auto req = allGatherOne(call, output, input, keep);
+  return makeWork(c10d::OpType::_ALLGATHER_BASE, call, {req}, {output}, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const std::string call = "all_gather_into_tensor_coalesced";
+  if (outputs.size() != inputs.size())
+    reject(call, rank_,
+           std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) +
+               " inputs");
+  std::vector<at::Tensor> keep;
+  std::vector<sharc::Request> reqs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    reqs.push_back(allGatherOne(call, outputs[i], inputs[i], keep));
+  return makeWork(c10d::OpType::COALESCED, call, std::move(reqs), outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  const std::string call = "all_gather";
+  const at::Tensor in = readable(call, rank_, single(call, rank_, inputs));
+  if (outputs.size() != 1 || outputs[0].size() != static_cast<size_t>(size_))
+    reject(call, rank_,
+           "expected one list of " + std::to_string(size_) + " output tensors per process");
+  std::vector<at::Tensor> outs = outputs[0];
+  checkUniform(call, rank_, outs, in.scalar_type(), in.numel(), "output");
+  at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+  std::vector<at::Tensor> keep{in, flat};
+  auto req = allGatherOne(call, flat, in, keep);
+  const int64_t n = in.numel();
+  return makeWork(c10d::OpType::ALLGATHER, call, {req}, outs, std::move(keep), [outs, flat, n] {
+    for (size_t r = 0; r < outs.size(); ++r)
+      outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
+  });
+}
+
+sharc::Request ProcessGroupSharc::reduceScatterOne(const std::string& call, at::Tensor& output,
+                                                   const at::Tensor& input,
+                                                   const c10d::ReduceOp& op,
+                                                   std::vector<at::Tensor>& keepAlive) {
+  at::Tensor in = readable(call, rank_, input);
+  checkWritable(call, rank_, output, "output");
+  if (output.scalar_type() != in.scalar_type())
+    reject(call, rank_,
+           std::string("output dtype ") + c10::toString(output.scalar_type()) +
+               " differs from input dtype " + c10::toString(in.scalar_type()));
+  if (in.numel() != output.numel() * size_)
+    reject(call, rank_,
+           "input has " + std::to_string(in.numel()) + " elements (expected world size " +
+               std::to_string(size_) + " x output's " + std::to_string(output.numel()) + ")");
+  const Reduction red = mapReduction(call, rank_, op, in.scalar_type());
+  if (red.premul) in = in.mul(*red.premul);
+  keepAlive.push_back(in);
+  return engineCall(call, rank_, [&] {
+    return comm_->ireduceScatter(in.data_ptr(), output.data_ptr(),
+                                 static_cast<size_t>(output.numel()),
+                                 *nativeType(in.scalar_type()), red.op);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const std::string call = "reduce_scatter_tensor";
+  std::vector<at::Tensor> keep;
+  auto req = reduceScatterOne(call, output, input, opts.reduceOp, keep);
+  return makeWork(c10d::OpType::_REDUCE_SCATTER_BASE, call, {req}, {output}, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const std::string call = "reduce_scatter_tensor_coalesced";
+  if (outputs.size() != inputs.size())
+    reject(call, rank_,
+           std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) +
+               " inputs");
+  std::vector<at::Tensor> keep;
+  std::vector<sharc::Request> reqs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    reqs.push_back(reduceScatterOne(call, outputs[i], inputs[i], opts.reduceOp, keep));
+  return makeWork(c10d::OpType::COALESCED, call, std::move(reqs), outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const std::string call = "reduce_scatter";
+  at::Tensor& out = const_cast<at::Tensor&>(single(call, rank_, outputs));
+  if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
+    reject(call, rank_,
+           "expected one list of " + std::to_string(size_) + " input tensors per process");
+  checkUniform(call, rank_, inputs[0], out.scalar_type(), out.numel(), "input");
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : inputs[0]) flat.push_back(readable(call, rank_, t).reshape({-1}));
+  const at::Tensor joined = at::cat(flat);
+  std::vector<at::Tensor> keep{joined};
+  auto req = reduceScatterOne(call, out, joined, opts.reduceOp, keep);
+  return makeWork(c10d::OpType::REDUCE_SCATTER, call, {req}, {out}, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::barrier(const c10d::BarrierOptions&) {
+  auto req = engineCall("barrier", rank_, [&] { return comm_->ibarrier(); });
+  return makeWork(c10d::OpType::BARRIER, "barrier", {req}, {});
+}
+
+c10::intrusive_ptr<c10d::Backend> createBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, double timeoutSeconds,
+                                                const std::vector<int64_t>& globalRanks) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeoutSeconds * 1000.0));
+  return c10::make_intrusive<ProcessGroupSharc>(store, rank, size, timeout, globalRanks);
+}
+
+}  // namespace sharc::torch_backend

@@ -1,0 +1,108 @@
+// ProcessGroupSharc: torch.distributed's c10d::Backend over a sharc communicator.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <sharc/communicator.hpp>
+#include <string>
+#include <vector>
+
+#include "work.hpp"
+
+namespace sharc::torch_backend {
+
+class ProcessGroupSharc final : public c10d::Backend {
+ public:
+  /// Joins the group (collective over its ranks). `globalRanks` (empty for the default group)
+  /// lets a sub-group reuse the world communicator's endpoint; the store carries the
+  /// rendezvous either way.
+  ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout, const std::vector<int64_t>& globalRanks);
+  ~ProcessGroupSharc() override;
+
+  const std::string getBackendName() const override { return "sharc"; }
+  /// The sharc communicator (for tools and benchmarks).
+  sharc::Communicator& communicator() { return *comm_; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+  // backend_p2p.cc: what is built from point-to-point messages.
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& outputSplits,
+                                               std::vector<int64_t>& inputSplits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+
+  // torch's coalescing manager: the operations in between complete as one work.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
+ private:
+  // Wraps the requests of one call in a work (and records them while coalescing).
+  c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<SharcWork> work,
+                                       const std::vector<sharc::Request>& requests);
+  c10::intrusive_ptr<c10d::Work> makeWork(c10d::OpType type, const std::string& call,
+                                          std::vector<sharc::Request> requests,
+                                          std::vector<at::Tensor> outputs,
+                                          std::vector<at::Tensor> keepAlive = {},
+                                          std::function<void()> onSuccess = {});
+  // Starts one reduce-scatter of input into output (PREMUL_SUM scales a copy first).
+  sharc::Request reduceScatterOne(const std::string& call, at::Tensor& output,
+                                  const at::Tensor& input, const c10d::ReduceOp& op,
+                                  std::vector<at::Tensor>& keepAlive);
+  sharc::Request allGatherOne(const std::string& call, at::Tensor& output, const at::Tensor& input,
+                              std::vector<at::Tensor>& keepAlive);
+
+  std::shared_ptr<sharc::Communicator> comm_;
+  bool coalescing_ = false;
+  std::vector<sharc::Request> coalesced_;
+  std::vector<c10::intrusive_ptr<SharcWork>> coalescedWorks_;
+};
+
+/// The creator torch calls for every group of backend "sharc".
+c10::intrusive_ptr<c10d::Backend> createBackend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, double timeoutSeconds,
+                                                const std::vector<int64_t>& globalRanks);
+
+}  // namespace sharc::torch_backend

@@ -1,0 +1,77 @@
+"""Builds sharc (the C++ library, with CMake) and its torch extension against the torch of the
+Python running this, and installs the `sharc` package:
+
+    pip install --no-build-isolation ./plugin/torch
+
+Build requirements (no PyPI needed): torch with its headers, setuptools, CMake >= 3.25, a C++20
+compiler, pkg-config, libfabric and hwloc development files. SHARC_JOBS sets the build's
+parallelism (default: the number of CPUs).
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SOURCES = ["backend.cc", "backend_p2p.cc", "module.cc", "tensor_args.cc", "work.cc"]
+
+
+class BuildWithSharc(BuildExtension):
+    """Builds libsharc first, links the extension to it, and ships it in sharc/lib."""
+
+    def build_extensions(self):
+        core = pathlib.Path(self.build_temp).resolve() / "sharc-core"
+        jobs = os.environ.get("SHARC_JOBS", str(os.cpu_count() or 2))
+        configure = ["cmake", "-S", str(ROOT), "-B", str(core), "-DCMAKE_BUILD_TYPE=Release",
+                     "-DSHARC_BUILD_TESTS=OFF", "-DSHARC_BUILD_BENCHMARKS=OFF",
+                     "-DSHARC_WITH_MPI=OFF", "-DSHARC_WITH_CUDA=OFF"]
+        if shutil.which("ninja"):
+            configure += ["-G", "Ninja"]
+        subprocess.check_call(configure)
+        subprocess.check_call(["cmake", "--build", str(core), "--target", "sharc", "-j", jobs])
+        libdir = core / "src" / "api"
+        for ext in self.extensions:
+            ext.library_dirs.append(str(libdir))
+        super().build_extensions()
+        # The extension finds libsharc next to itself (rpath $ORIGIN/lib).
+        self._ship_libsharc(pathlib.Path(self.build_lib) / "sharc" / "lib", libdir)
+        self._libdir = libdir
+
+    def run(self):
+        inplace = self.inplace or getattr(self, "editable_mode", False)
+        super().run()  # builds into build_lib, then copies the extension if in place
+        if inplace:
+            self._ship_libsharc(HERE / "sharc" / "lib", self._libdir)
+
+    @staticmethod
+    def _ship_libsharc(dest, libdir):
+        dest.mkdir(parents=True, exist_ok=True)
+        soname = "libsharc.so.0"
+        shutil.copy2((libdir / soname).resolve(), dest / soname)
+
+
+setup(
+    name="sharc",
+    version="0.1.0",
+    description="sharc: sharded-training collectives (torch.distributed backend \"sharc\")",
+    packages=["sharc", "sharc.torch"],
+    package_data={"sharc": ["lib/libsharc.so.0"]},
+    ext_modules=[
+        CppExtension(
+            name="sharc._C",
+            sources=[f"csrc/{s}" for s in SOURCES],
+            include_dirs=[str(ROOT / "include"), str(HERE / "csrc")],
+            libraries=["sharc"],
+            # torch's headers as system headers: -Wall -Wextra then speak of sharc's code only.
+            extra_compile_args=["-std=c++20", "-Wall", "-Wextra", "-O2"]
+            + [f"-isystem{p}" for p in include_paths()],
+            extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+        )
+    ],
+    cmdclass={"build_ext": BuildWithSharc},
+    python_requires=">=3.9",
+)

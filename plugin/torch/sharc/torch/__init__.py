@@ -1,0 +1,41 @@
+"""Registers sharc as the torch.distributed backend "sharc" (CPU tensors), so that
+
+    import sharc.torch
+    dist.init_process_group(backend="sharc")          # or "cpu:sharc,cuda:nccl"
+
+runs existing scripts (FSDP FULL_SHARD / HYBRID_SHARD, DDP, tensor parallel) over sharc.
+Each process group gets its rendezvous from the store torch hands it; sub-groups of the
+default group share its endpoint. Also exports mesh helpers for hybrid sharding and
+tensor parallelism.
+"""
+import datetime
+
+import torch  # noqa: F401  loads libtorch before the extension
+import torch.distributed as dist
+
+from .. import _C
+from .mesh import hybrid_shard_mesh, ranks_per_node, tp_dp_mesh
+
+__all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "ranks_per_node", "BACKEND"]
+
+BACKEND = "sharc"
+
+
+def _seconds(timeout):
+    if isinstance(timeout, datetime.timedelta):
+        return timeout.total_seconds()
+    return float(timeout)
+
+
+def _create_backend(dist_opts, backend_opts):  # noqa: ARG001  (no sharc-specific options yet)
+    return _C._create_backend(
+        dist_opts.store,
+        dist_opts.group_rank,
+        dist_opts.group_size,
+        _seconds(dist_opts.timeout),
+        list(dist_opts.global_ranks_in_group),
+    )
+
+
+if BACKEND.upper() not in dist.Backend._plugins:
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])

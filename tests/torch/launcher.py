@@ -1,0 +1,95 @@
+"""Runs a function on N local ranks, each in its own process with torch.distributed
+initialised, and returns what each rank returned (or raises with the failing rank's traceback).
+
+    results = run_ranks(4, fn, arg1, backend="sharc")   # fn(rank, world_size, arg1)
+
+The ranks rendezvous through a FileStore in a fresh temporary directory (init="file", no port)
+or a TCPStore on a free loopback port (init="tcp"). `fn` must be a module-level function
+(the processes are spawned, not forked).
+"""
+import os
+import socket
+import tempfile
+import traceback
+
+import torch.multiprocessing as mp
+
+DEFAULT_TIMEOUT_S = 240
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _child(rank, world_size, backend, init_method, env, fn, args, results):
+    import datetime
+
+    os.environ.update(env)
+    os.environ["RANK"] = str(rank)
+    os.environ["WORLD_SIZE"] = str(world_size)
+    os.environ["LOCAL_RANK"] = str(rank)
+    os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.manual_seed(1234 + rank)
+        if "sharc" in backend:
+            import sharc.torch  # noqa: F401  registers the backend
+        dist.init_process_group(
+            backend=backend,
+            init_method=init_method,
+            rank=rank,
+            world_size=world_size,
+            timeout=datetime.timedelta(seconds=DEFAULT_TIMEOUT_S),
+        )
+        try:
+            out = fn(rank, world_size, *args)
+        finally:
+            dist.destroy_process_group()
+        results.put((rank, True, out))
+    except BaseException:  # noqa: BLE001  every failure goes back to the parent
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_ranks(world_size, fn, *args, backend="sharc", init="file", env=None,
+              timeout=DEFAULT_TIMEOUT_S):
+    """Runs fn(rank, world_size, *args) on `world_size` ranks; returns the results by rank."""
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    with tempfile.TemporaryDirectory(prefix="sharc-torch-") as tmp:
+        if init == "file":
+            init_method = "file://" + os.path.join(tmp, "store")
+        else:
+            init_method = f"tcp://127.0.0.1:{_free_port()}"
+        child_env = {"USE_LIBUV": "0"}
+        child_env.update(env or {})
+        procs = [
+            ctx.Process(target=_child,
+                        args=(r, world_size, backend, init_method, child_env, fn, args, results))
+            for r in range(world_size)
+        ]
+        for p in procs:
+            p.start()
+        got = {}
+        failures = []
+        try:
+            for _ in range(world_size):
+                rank, ok, value = results.get(timeout=timeout)
+                got[rank] = value
+                if not ok:
+                    failures.append(f"rank {rank} failed:\n{value}")
+        except Exception as e:  # queue.Empty: a rank hung or died without reporting
+            missing = sorted(set(range(world_size)) - set(got))
+            failures.append(f"ranks {missing} did not report within {timeout} s ({e!r})")
+        finally:
+            for p in procs:
+                p.join(timeout=30)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+        if failures:
+            raise AssertionError("\n".join(failures))
+        return [got[r] for r in range(world_size)]
