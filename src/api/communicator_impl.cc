@@ -250,8 +250,10 @@ void CommunicatorImpl::destroy() noexcept {
   if (destroyed_) return;
   CommState& c = *state_;
   // Best-effort barrier so that no peer still needs this endpoint to finish its last
-  // operation (providers may complete a sender only after the receiver acknowledges).
-  if (!c.aborted && c.size > 1) {
+  // operation (providers may complete a sender only after the receiver acknowledges). Only
+  // the last communicator on an endpoint needs it: while others live, the endpoint stays
+  // open, and ranks may destroy sub-communicators in any order without waiting on each other.
+  if (!c.aborted && c.size > 1 && c.engine.use_count() == 1) {
     try {
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       waitRequest(*req.state_,
