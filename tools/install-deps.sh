@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2
+  mmdebstrap  # the Debian 13 root with torch 2.6 for the PyTorch backend (tools/torch-env.sh)
 )
 
 missing=()
