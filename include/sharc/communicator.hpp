@@ -142,8 +142,10 @@ class Communicator {
   /// order; this rank among them): a communicator over the same endpoint, its id agreed
   /// through `exchange`, which must connect exactly the members. Ranks outside take no part,
   /// so it suits groups that not every rank creates (torch's new_group).
+  /// `timeout` bounds its operations (0: this communicator's).
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
-                                         const ExchangeFn& exchange);
+                                         const ExchangeFn& exchange,
+                                         std::chrono::milliseconds timeout = {});
 
   /// Sends and receives, each matched with its peer's in posting order per (peer, tag), run
   /// as one operation (like ncclGroupStart/End): a pair may send to each other at once.

@@ -136,7 +136,8 @@ class CommunicatorImpl {
   std::shared_ptr<Communicator> split(int color, int key);
   /// Members-only creation over the same endpoint (point_to_point.cc has the rest).
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
-                                         const ExchangeFn& exchange);
+                                         const ExchangeFn& exchange,
+                                         std::chrono::milliseconds timeout);
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
   void destroy() noexcept;

@@ -88,7 +88,8 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
 }
 
 std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>& members,
-                                                         const ExchangeFn& exchange) {
+                                                         const ExchangeFn& exchange,
+                                                         std::chrono::milliseconds timeout) {
   CommState& c = *state_;
   const std::string call = "subgroup";
   if (destroyed_) invalid(Result::InvalidUsage, c.rank, call, "communicator used after destroy");
@@ -146,7 +147,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
     if (!c.pids.empty()) pids.push_back(c.pids[static_cast<size_t>(m)]);
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
-                                           c.nodes.subset(members), c.timeout, c.algos);
+                                           c.nodes.subset(members),
+                                           timeout.count() > 0 ? timeout : c.timeout, c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
@@ -174,8 +176,9 @@ std::shared_ptr<Communicator> Communicator::createFromExchange(int rank, int nra
 }
 
 std::shared_ptr<Communicator> Communicator::subgroup(const std::vector<int>& members,
-                                                     const ExchangeFn& exchange) {
-  return impl_->subgroup(members, exchange);
+                                                     const ExchangeFn& exchange,
+                                                     std::chrono::milliseconds timeout) {
+  return impl_->subgroup(members, exchange, timeout);
 }
 
 Request Communicator::igroup(const std::vector<PointToPoint>& ops) {

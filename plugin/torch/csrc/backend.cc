@@ -57,7 +57,7 @@ ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& stor
     for (int64_t g : globalRanks)
       if (g >= 0 && g < parent->size()) members.push_back(static_cast<int>(g));
     if (members.size() == globalRanks.size() && members[static_cast<size_t>(rank)] == parent->rank()) {
-      comm_ = engineCall("new_group", rank, [&] { return parent->subgroup(members, exchange); });
+      comm_ = engineCall("new_group", rank, [&] { return parent->subgroup(members, exchange, timeout); });
       carved = true;
     }
   }
@@ -88,6 +88,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::makeWork(
     c10d::OpType type, const std::string& call, std::vector<sharc::Request> requests,
     std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive,
     std::function<void()> onSuccess) {
+  ++seq_;
   const std::vector<sharc::Request> copy = coalescing_ ? requests : std::vector<sharc::Request>{};
   auto work = c10::make_intrusive<SharcWork>(rank_, type, call, std::move(requests),
                                              std::move(outputs), std::move(keepAlive),
@@ -239,6 +240,47 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather(
     for (size_t r = 0; r < outs.size(); ++r)
       outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
   });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  // outputLists[r][i] receives rank r's inputs[i].
+  const std::string call = "all_gather_coalesced";
+  if (outputLists.size() != static_cast<size_t>(size_))
+    reject(call, rank_,
+           "expected one output list per rank (" + std::to_string(size_) + "), got " +
+               std::to_string(outputLists.size()));
+  for (size_t r = 0; r < outputLists.size(); ++r)
+    if (outputLists[r].size() != inputs.size())
+      reject(call, rank_,
+             "output list " + std::to_string(r) + " has " + std::to_string(outputLists[r].size()) +
+                 " tensors (expected one per input: " + std::to_string(inputs.size()) + ")");
+  // Each input is gathered on its own (shapes may differ), then copied into the lists.
+  std::vector<sharc::Request> reqs;
+  std::vector<at::Tensor> keep, outs, flats;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor in = readable(call, rank_, inputs[i]);
+    std::vector<at::Tensor> column;
+    for (auto& list : outputLists) column.push_back(list[i]);
+    checkUniform(call, rank_, column, in.scalar_type(), in.numel(), "output");
+    at::Tensor flat = at::empty({in.numel() * size_}, in.options());
+    flats.push_back(flat);
+    keep.push_back(flat);
+    reqs.push_back(allGatherOne(call, flat, in, keep));
+  }
+  for (auto& list : outputLists) outs.insert(outs.end(), list.begin(), list.end());
+  auto lists = outputLists;
+  return makeWork(c10d::OpType::ALLGATHER_COALESCED, call, std::move(reqs), outs,
+                  std::move(keep), [lists, flats] {
+                    for (size_t i = 0; i < flats.size(); ++i) {
+                      const int64_t n = flats[i].numel() / static_cast<int64_t>(lists.size());
+                      for (size_t r = 0; r < lists.size(); ++r)
+                        lists[r][i].copy_(flats[i]
+                                              .narrow(0, static_cast<int64_t>(r) * n, n)
+                                              .view(lists[r][i].sizes()));
+                    }
+                  });
 }
 
 sharc::Request ProcessGroupSharc::reduceScatterOne(const std::string& call, at::Tensor& output,

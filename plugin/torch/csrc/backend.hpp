@@ -40,6 +40,9 @@ class ProcessGroupSharc final : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -74,6 +77,10 @@ class ProcessGroupSharc final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
 
+  // Sequence numbers (torch's debug wrapper checks that ranks agree on them).
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return seq_; }
+
   // torch's coalescing manager: the operations in between complete as one work.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -95,6 +102,7 @@ class ProcessGroupSharc final : public c10d::Backend {
                               std::vector<at::Tensor>& keepAlive);
 
   std::shared_ptr<sharc::Communicator> comm_;
+  uint64_t seq_ = 0;  // operations started on this group
   bool coalescing_ = false;
   std::vector<sharc::Request> coalesced_;
   std::vector<c10::intrusive_ptr<SharcWork>> coalescedWorks_;

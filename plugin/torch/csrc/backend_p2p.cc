@@ -15,8 +15,13 @@ constexpr uint32_t kScatterTag = kGatherTag - 1;
 constexpr uint32_t kAllToAllTag = kScatterTag - 1;
 constexpr uint32_t kUserTags = kAllToAllTag;
 
-uint32_t userTag(int tag) {
-  return static_cast<uint32_t>(tag) % kUserTags;
+// Tags outside sharc's tag space are refused rather than folded onto another tag.
+uint32_t userTag(const std::string& call, int rank, int tag) {
+  if (tag < 0 || static_cast<uint32_t>(tag) >= kUserTags)
+    reject(call, rank,
+           "tag " + std::to_string(tag) + " is outside sharc's tag range 0.." +
+               std::to_string(kUserTags - 1));
+  return static_cast<uint32_t>(tag);
 }
 
 using Kind = sharc::PointToPoint::Kind;
@@ -219,7 +224,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::send(std::vector<at::Tensor>& 
   const at::Tensor t = readable(call, rank_, single(call, rank_, tensors));
   auto req = [&] {
     try {
-      return comm_->isend(t.data_ptr(), t.nbytes(), dstRank, userTag(tag));
+      return comm_->isend(t.data_ptr(), t.nbytes(), dstRank, userTag(call, rank_, tag));
     } catch (const sharc::Error& e) {
       reject(call, rank_, e.what());
     }
@@ -234,7 +239,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recv(std::vector<at::Tensor>& 
   checkWritable(call, rank_, t, "recv");
   auto req = [&] {
     try {
-      return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(tag));
+      return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(call, rank_, tag));
     } catch (const sharc::Error& e) {
       reject(call, rank_, e.what());
     }
@@ -243,6 +248,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recv(std::vector<at::Tensor>& 
                                              std::vector<sharc::Request>{req},
                                              std::vector<at::Tensor>{t});
   work->setSourceRank(srcRank);
+  ++seq_;
   return track(work, {req});
 }
 
