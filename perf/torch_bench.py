@@ -373,55 +373,12 @@ def _collectives_worker(rank, n, cfg):
 # ---------------------------------------------------------------------------------------------
 
 def _model_module():
-    """tests/torch/models.py if present, else a minimal stand-in with the same interface."""
+    """tests/torch/models.py: the model the training tests use."""
     if TESTS_TORCH not in sys.path:
         sys.path.insert(0, TESTS_TORCH)
-    try:
-        import models  # noqa: F401
-        if hasattr(models, "TinyTransformer") and hasattr(models, "Block"):
-            return models
-    except ImportError:
-        pass
-    return _fallback_models()
+    import models
 
-
-def _fallback_models():
-    import types
-
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class Block(nn.Module):
-        def __init__(self, dim, heads):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-            self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
-            self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
-
-        def forward(self, x):
-            t = x.shape[1]
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            h = self.ln1(x)
-            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
-    class TinyTransformer(nn.Module):
-        def __init__(self, vocab, dim, heads, layers, seq):
-            super().__init__()
-            self.tok = nn.Embedding(vocab, dim)
-            self.pos = nn.Parameter(torch.zeros(seq, dim))
-            self.blocks = nn.ModuleList(Block(dim, heads) for _ in range(layers))
-            self.ln = nn.LayerNorm(dim)
-            self.head = nn.Linear(dim, vocab)
-
-        def forward(self, tokens):
-            x = self.tok(tokens) + self.pos[: tokens.shape[1]]
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.ln(x))
-
-    return types.SimpleNamespace(TinyTransformer=TinyTransformer, Block=Block)
+    return models
 
 
 def _fsdp_worker(rank, n, cfg):

@@ -5,7 +5,6 @@ size and node layout, no ranks needed); the meshes themselves are built on 4 rea
 over gloo and once over sharc, both with ranks_per_node=2 given explicitly (emulating 2 nodes
 of 2 ranks) and with the layout detected (one node of 4 ranks).
 """
-import importlib.util
 import os
 import time
 import types
@@ -18,18 +17,10 @@ WORLD = 4
 
 
 def _mesh_module():
-    """sharc.torch.mesh when the package is importable, else the source file (mesh.py needs
-    only torch.distributed)."""
-    try:
-        from sharc.torch import mesh
-        return mesh
-    except ImportError:
-        path = os.path.join(os.path.dirname(__file__), "..", "..", "plugin", "torch", "sharc",
-                            "torch", "mesh.py")
-        spec = importlib.util.spec_from_file_location("_sharc_mesh_src", path)
-        mesh = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mesh)
-        return mesh
+    """sharc.torch.mesh (the installed package; mesh.py needs only torch.distributed)."""
+    from sharc.torch import mesh
+
+    return mesh
 
 
 # --------------------------------------------------------------------------------------------

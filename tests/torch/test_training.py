@@ -5,7 +5,6 @@ checks that the two backends give the same loss at every step and the same final
 The gloo runs (all strategies in one launch) are also checked against a one-process training
 on the whole batch, so the harness itself (data split, gradient averaging) is known to be right.
 """
-import importlib.util
 import os
 import time
 
@@ -39,18 +38,10 @@ REF_RTOL, REF_ATOL = 1e-4, 1e-5
 
 
 def _mesh_module():
-    """sharc.torch.mesh when the package is importable, else the source file (mesh.py needs
-    only torch.distributed, so it also serves the gloo runs before sharc is installed)."""
-    try:
-        from sharc.torch import mesh
-        return mesh
-    except ImportError:
-        path = os.path.join(os.path.dirname(__file__), "..", "..", "plugin", "torch", "sharc",
-                            "torch", "mesh.py")
-        spec = importlib.util.spec_from_file_location("_sharc_mesh_src", path)
-        mesh = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mesh)
-        return mesh
+    """sharc.torch.mesh (the installed package; mesh.py needs only torch.distributed)."""
+    from sharc.torch import mesh
+
+    return mesh
 
 
 def _settle_before_destroy():

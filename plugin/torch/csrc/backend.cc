@@ -184,10 +184,7 @@ sharc::Request ProcessGroupSharc::allGatherOne(const std::string& call, at::Tens
                                                std::vector<at::Tensor>& keepAlive) {
   at::Tensor in = readable(call, rank_, input);
   checkWritable(call, rank_, output, "output");
-  if (output.scalar_type() != in.scalar_type())
-    reject(call, rank_,
-           std::string("output dtype ") + c10::toString(output.scalar_type()) +
-               " differs from input dtype " + c10::toString(in.scalar_type()));
+  checkSameType(call, rank_, output, in);
   if (output.numel() != in.numel() * size_)
     reject(call, rank_,
            "output has " + std::to_string(output.numel()) + " elements (expected world size " +
@@ -289,10 +286,7 @@ sharc::Request ProcessGroupSharc::reduceScatterOne(const std::string& call, at::
                                                    std::vector<at::Tensor>& keepAlive) {
   at::Tensor in = readable(call, rank_, input);
   checkWritable(call, rank_, output, "output");
-  if (output.scalar_type() != in.scalar_type())
-    reject(call, rank_,
-           std::string("output dtype ") + c10::toString(output.scalar_type()) +
-               " differs from input dtype " + c10::toString(in.scalar_type()));
+  checkSameType(call, rank_, output, in);
   if (in.numel() != output.numel() * size_)
     reject(call, rank_,
            "input has " + std::to_string(in.numel()) + " elements (expected world size " +

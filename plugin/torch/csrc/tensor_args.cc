@@ -97,6 +97,14 @@ void checkWritable(const std::string& call, int rank, const at::Tensor& t, const
                ", strides " + c10::str(t.strides()) + "); pass a contiguous tensor");
 }
 
+void checkSameType(const std::string& call, int rank, const at::Tensor& output,
+                   const at::Tensor& input) {
+  if (output.scalar_type() != input.scalar_type())
+    reject(call, rank,
+           std::string("output dtype ") + c10::toString(output.scalar_type()) +
+               " differs from input dtype " + c10::toString(input.scalar_type()));
+}
+
 const at::Tensor& single(const std::string& call, int rank, const std::vector<at::Tensor>& ts) {
   if (ts.size() != 1)
     reject(call, rank,

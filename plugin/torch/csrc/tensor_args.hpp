@@ -38,6 +38,9 @@ Reduction mapReduction(const std::string& call, int rank, const c10d::ReduceOp& 
 at::Tensor readable(const std::string& call, int rank, const at::Tensor& t);
 /// A tensor sharc writes into: on the CPU and contiguous, else rejected.
 void checkWritable(const std::string& call, int rank, const at::Tensor& t, const char* role);
+/// `output` has the dtype of `input`.
+void checkSameType(const std::string& call, int rank, const at::Tensor& output,
+                   const at::Tensor& input);
 /// Exactly one tensor per process (torch passes lists for multi-device calls).
 const at::Tensor& single(const std::string& call, int rank, const std::vector<at::Tensor>& ts);
 /// All tensors of `ts` have `type` and `numel` elements.
