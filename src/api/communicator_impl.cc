@@ -253,7 +253,7 @@ void CommunicatorImpl::destroy() noexcept {
   // operation (providers may complete a sender only after the receiver acknowledges). Only
   // the last communicator on an endpoint needs it: while others live, the endpoint stays
   // open, and ranks may destroy sub-communicators in any order without waiting on each other.
-  if (!c.aborted && c.size > 1 && c.engine.use_count() == 1) {
+  if (!c.aborted && c.size > 1) {
     try {
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       waitRequest(*req.state_,

@@ -1511,6 +1511,11 @@ def _local_error_cases(ws):
     def int16_sum():
         dist.all_reduce(torch.ones(4, dtype=torch.int16))
 
+    def coalesced_bad():  # the second tensor is invalid: the first may already be in flight
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dist.all_reduce_coalesced([torch.ones(8), torch.ones(8, 4).t()])
+
     def ag_size():  # output not ws x input, on every rank
         dist.all_gather_into_tensor(torch.empty(ws * 4 + 1), torch.ones(4))
 
@@ -1526,6 +1531,8 @@ def _local_error_cases(ws):
         "all_reduce PREMUL_SUM int64": (["all_reduce", "PREMUL_SUM"], premul_int),
         "all_reduce int16": (["all_reduce"], int16_sum),
         "all_gather_into_tensor wrong output size": (["all_gather_into_tensor"], ag_size),
+        "all_reduce_coalesced second tensor non-contiguous": (["all_reduce_coalesced",
+                                                               "contiguous"], coalesced_bad),
     }
 
 
@@ -1634,9 +1641,9 @@ def _assert_sections(results, match, need_checks=True):
     fails = [f for r in results for sec, fs in sorted(r["fails"].items()) if match(sec)
              for f in fs]
     checks = sum(n for r in results for sec, n in r["checks"].items() if match(sec))
-    secs = max((t for r in results for sec, t in r["seconds"].items() if match(sec)),
-               default=0)
-    print(f"{checks} checks over all ranks, {secs} s")
+    secs = round(max(sum(t for sec, t in r["seconds"].items() if match(sec)) for r in results), 2)
+    lacks = sorted({x for r in results for x in r.get("gloo_unsupported", [])})
+    print(f"{checks} checks over all ranks, {secs} s" + (f"; gloo lacks {lacks}" if lacks else ""))
     assert not fails, f"{len(fails)} failed checks:\n" + "\n".join(fails[:60])
     if need_checks:
         assert checks > 0, "no checks ran"
