@@ -27,15 +27,6 @@ sharc::ExchangeFn storeExchange(c10::intrusive_ptr<c10d::Store> store, int rank,
 std::mutex worldMu;
 std::weak_ptr<sharc::Communicator> world;
 
-template <typename F>
-auto engineCall(const std::string& call, int rank, F&& f) {
-  try {
-    return f();
-  } catch (const sharc::Error& e) {
-    reject(call, rank, e.what());
-  }
-}
-
 }  // namespace
 
 ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& store, int rank,

@@ -71,13 +71,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::gather(
       reject(call, rank_, "only the root (rank " + std::to_string(root) + ") passes outputs");
     ops.push_back(message(Kind::Send, root, in, kGatherTag));
   }
-  auto req = [&] {
-    try {
-      return comm_->igroup(ops);
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
+  auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
   return makeWork(c10d::OpType::GATHER, call, {req}, outs, std::move(keep), [outs, targets] {
     for (size_t r = 0; r < outs.size(); ++r)
       if (!targets[r].is_same(outs[r])) outs[r].copy_(targets[r]);
@@ -112,19 +106,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::scatter(
       reject(call, rank_, "only the root (rank " + std::to_string(root) + ") passes inputs");
     ops.push_back(message(Kind::Recv, root, out, kScatterTag));
   }
-  auto req = [&] {
-    try {
-      return comm_->igroup(ops);
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
+  auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
   return makeWork(c10d::OpType::SCATTER, call, {req}, {out}, std::move(keep));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(
-    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(at::Tensor& output,
+                                                                at::Tensor& input,
+                                                                std::vector<int64_t>& outputSplits,
+                                                                std::vector<int64_t>& inputSplits,
+                                                                const c10d::AllToAllOptions&) {
   const std::string call = "all_to_all_single";
   const at::Tensor in = readable(call, rank_, input);
   checkWritable(call, rank_, output, "output");
@@ -174,13 +164,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(
     inOff += sendBytes;
     outOff += recvBytes;
   }
-  auto req = [&] {
-    try {
-      return comm_->igroup(ops);
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
+  auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
   return makeWork(c10d::OpType::ALLTOALL_BASE, call, {req}, {output}, {in});
 }
 
@@ -208,13 +192,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall(std::vector<at::Tenso
       ops.push_back(message(Kind::Recv, r, out, kAllToAllTag));
     }
   }
-  auto req = [&] {
-    try {
-      return comm_->igroup(ops);
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
+  auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
   return makeWork(c10d::OpType::ALLTOALL, call, {req}, outputs, std::move(keep));
 }
 
@@ -222,13 +200,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::send(std::vector<at::Tensor>& 
                                                        int dstRank, int tag) {
   const std::string call = "send";
   const at::Tensor t = readable(call, rank_, single(call, rank_, tensors));
-  auto req = [&] {
-    try {
-      return comm_->isend(t.data_ptr(), t.nbytes(), dstRank, userTag(call, rank_, tag));
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
+  auto req = engineCall(call, rank_, [&] {
+    return comm_->isend(t.data_ptr(), t.nbytes(), dstRank, userTag(call, rank_, tag));
+  });
   return makeWork(c10d::OpType::SEND, call, {req}, {}, {t});
 }
 
@@ -237,16 +211,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recv(std::vector<at::Tensor>& 
   const std::string call = "recv";
   at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
   checkWritable(call, rank_, t, "recv");
-  auto req = [&] {
-    try {
-      return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(call, rank_, tag));
-    } catch (const sharc::Error& e) {
-      reject(call, rank_, e.what());
-    }
-  }();
-  auto work = c10::make_intrusive<SharcWork>(rank_, c10d::OpType::RECV, call,
-                                             std::vector<sharc::Request>{req},
-                                             std::vector<at::Tensor>{t});
+  auto req = engineCall(call, rank_, [&] {
+    return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(call, rank_, tag));
+  });
+  auto work =
+      c10::make_intrusive<SharcWork>(rank_, c10d::OpType::RECV, call,
+                                     std::vector<sharc::Request>{req}, std::vector<at::Tensor>{t});
   work->setSourceRank(srcRank);
   ++seq_;
   return track(work, {req});

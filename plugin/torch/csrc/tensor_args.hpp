@@ -2,17 +2,28 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <optional>
+#include <sharc/error.hpp>
 #include <sharc/types.hpp>
 #include <string>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <vector>
 
 namespace sharc::torch_backend {
 
 /// Throws a torch error "sharc <call> (rank R): <what>".
 [[noreturn]] void reject(const std::string& call, int rank, const std::string& what);
+
+/// Runs an engine call; its sharc::Error becomes a torch error naming `call` and `rank`.
+template <typename F>
+auto engineCall(const std::string& call, int rank, F&& f) {
+  try {
+    return f();
+  } catch (const sharc::Error& e) {
+    reject(call, rank, e.what());
+  }
+}
 
 /// sharc's type for a torch dtype, if it has one (bool travels as uint8).
 std::optional<sharc::DataType> nativeType(at::ScalarType type);
