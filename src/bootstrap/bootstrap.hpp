@@ -58,6 +58,9 @@ class RootServer {
   virtual void detach() = 0;
 };
 
+/// A random nonzero job token (from /dev/urandom) for a root server.
+uint64_t randomToken();
+
 /// Picks the address this host advertises for rendezvous: SHARC_SOCKET_IFNAME's first IPv4
 /// address if set, else the first non-loopback IPv4 interface that is up, else 127.0.0.1.
 std::string localAdvertiseAddress();

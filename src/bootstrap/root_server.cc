@@ -151,8 +151,9 @@ class Server {
         uint64_t value = 0;
         [[maybe_unused]] ssize_t n = ::read(wake_.get(), &value, sizeof(value));
         if (stop_.load()) {
-          // Destroying the server between rounds of a complete job is routine, not a failure.
-          bool between = joined_ == nranks_ && round_ > 0;
+          // Destroying the server between rounds of a complete job, or before anyone joined
+          // (an id that was never used), is routine, not a failure.
+          bool between = (joined_ == nranks_ && round_ > 0) || joined_ == 0;
           for (const Member& m : members_) between = between && !m.hasInput();
           abort("the root server was shut down (RootServer destroyed)", kStopDrain, between);
           drainDeadline_ = std::min(drainDeadline_, Clock::now() + kStopDrain);

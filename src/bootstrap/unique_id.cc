@@ -75,16 +75,6 @@ uint64_t mix64(uint64_t x) {
                                            "version and copied intact?)");
 }
 
-uint64_t randomToken() {
-  uint64_t token = 0;
-  std::ifstream urandom("/dev/urandom", std::ios::binary);
-  if (!urandom.read(reinterpret_cast<char*>(&token), sizeof(token))) {
-    std::random_device rd;
-    token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }
-  return token != 0 ? token : 0x9e3779b97f4a7c15ull;  // 0 is reserved as "no token"
-}
-
 // True when `name` matches one entry of the comma-separated list (exactly or as a prefix,
 // like NCCL_SOCKET_IFNAME: "eth" selects eth0, eth1...).
 bool matchesIfname(const std::string& name, const std::string& list) {
@@ -97,6 +87,17 @@ bool matchesIfname(const std::string& name, const std::string& list) {
 }
 
 }  // namespace
+
+uint64_t randomToken() {
+  uint64_t token = 0;
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(&token), sizeof(token))) {
+    std::random_device rd;
+    token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  return token != 0 ? token : 0x9e3779b97f4a7c15ull;  // 0 is reserved as "no token"
+}
+
 
 std::string RootAddress::toString() const {
   return net::joinHostPort(host, port);

@@ -8,6 +8,7 @@
 namespace sharc::core {
 namespace {
 std::atomic<int> gRank{-1};
+std::atomic<LogSink> gSink{nullptr};
 
 const char* levelName(LogLevel level) {
   switch (level) {
@@ -33,7 +34,13 @@ void setLogRank(int rank) noexcept {
   gRank.compare_exchange_strong(expected, rank);
 }
 
+void setLogSink(LogSink sink) noexcept { gSink.store(sink); }
+
 void logLine(LogLevel level, const std::string& message) noexcept {
+  if (LogSink sink = gSink.load()) {
+    sink(level, message.c_str());
+    return;
+  }
   char host[64] = "?";
   gethostname(host, sizeof(host) - 1);
   host[sizeof(host) - 1] = '\0';

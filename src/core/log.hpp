@@ -15,6 +15,11 @@ void setLogRank(int rank) noexcept;
 /// Writes one line; never throws.
 void logLine(LogLevel level, const std::string& message) noexcept;
 
+/// Receives every enabled log line instead of stderr (the NCCL plugin hands them to NCCL's
+/// logger, which adds its own host:pid:tid prefix). nullptr restores stderr.
+using LogSink = void (*)(LogLevel level, const char* message);
+void setLogSink(LogSink sink) noexcept;
+
 }  // namespace sharc::core
 
 // Stream-style logging; the message is only formatted when the level is enabled.

@@ -67,6 +67,29 @@ class Endpoint {
   virtual size_t progress() = 0;
   /// Human-readable reason of the last Failed post.
   virtual std::string lastError() const = 0;
+
+  /// Adds one peer and returns its id (users that learn their peers one at a time, such as
+  /// the NCCL plugin's connections). Transports that take the whole job at once refuse.
+  virtual uint32_t addPeer(const std::string& address) {
+    (void)address;
+    throw Error(Result::InvalidUsage, "transport " + providerName() + " takes no single peers");
+  }
+  /// The provider's domain (NIC) name, e.g. "lo", "eth0", "rdmap16s27-rdm"; "" when none.
+  virtual std::string domainName() const { return {}; }
+  /// Largest send that completes at once without a completion (0: none do).
+  virtual size_t injectSize() const { return 0; }
+  /// Registers [buf, buf+len) ahead of its transfers where the provider needs registered
+  /// local memory (nothing to do elsewhere); false, with lastError() set, on failure.
+  virtual bool prepareRegion(const void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+    return true;
+  }
+  /// Forgets what prepareRegion registered (call before the memory is freed).
+  virtual void releaseRegion(const void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+  }
 };
 
 /// What the provider selection decided.

@@ -93,6 +93,29 @@ class FabricEndpoint final : public Endpoint {
     }
   }
 
+  uint32_t addPeer(const std::string& address) override {
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    if (fi_av_insert(av_.get(), address.data(), 1, &addr, 0, nullptr) != 1)
+      throw Error(Result::SystemError, "fi_av_insert of a " + std::to_string(address.size()) +
+                                           "-byte address failed (provider " + provider_ + ")");
+    peers_.push_back(addr);
+    return static_cast<uint32_t>(peers_.size() - 1);
+  }
+
+  size_t injectSize() const override { return injectSize_; }
+  std::string domainName() const override {
+    return info_->domain_attr && info_->domain_attr->name ? info_->domain_attr->name : "";
+  }
+
+  bool prepareRegion(const void* buf, size_t len) override {
+    void* desc = nullptr;
+    return len == 0 || describe(buf, len, desc);
+  }
+
+  void releaseRegion(const void* buf, size_t len) override {
+    if (mrCache_) mrCache_->invalidate(buf, len);
+  }
+
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                       Transfer& t) override {
     if (peer >= peers_.size()) {

@@ -17,8 +17,8 @@ std::vector<std::string> providerCandidates(const EndpointOptions& options) {
   return names;
 }
 
-FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
-                        const std::vector<std::string>& nearNics, const std::string& requiredNic) {
+namespace {
+FiInfoPtr tagAllInfo(const std::string& provider, std::string& why) {
   FiInfoPtr hints(fi_allocinfo());
   if (!hints) {
     why = "fi_allocinfo failed";
@@ -30,15 +30,33 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
   // We only hand local descriptors to send/recv, so these registration modes are all fine.
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;          // sharc serialises calls per endpoint
-  hints->fabric_attr->prov_name = strdup(provider.c_str());  // freed by fi_freeinfo
-
+  hints->fabric_attr->prov_name = strdup(provider.c_str());
   fi_info* raw = nullptr;
   const int rc = fi_getinfo(FI_VERSION(1, 14), nullptr, nullptr, 0, hints.get(), &raw);
   if (rc != 0 || raw == nullptr) {
     why = provider + ": " + (rc != 0 ? fi_strerror(-rc) : "no matching endpoint");
     return nullptr;
   }
-  FiInfoPtr all(raw);
+  return FiInfoPtr(raw);
+}
+}  // namespace
+
+std::vector<std::string> listDomains(const std::string& provider, std::string& why) {
+  std::vector<std::string> names;
+  FiInfoPtr all = tagAllInfo(provider, why);
+  for (const fi_info* it = all.get(); it != nullptr; it = it->next) {
+    const char* domain = it->domain_attr && it->domain_attr->name ? it->domain_attr->name : "";
+    bool seen = false;
+    for (const std::string& n : names) seen = seen || n == domain;
+    if (!seen) names.emplace_back(domain);
+  }
+  return names;
+}
+
+FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
+                        const std::vector<std::string>& nearNics, const std::string& requiredNic) {
+  FiInfoPtr all = tagAllInfo(provider, why);
+  if (!all) return nullptr;
   // The provider lists one entry per interface and address family. Score them: the loopback
   // domain only when every rank is on this host (else it is unreachable for the peers), the
   // interface FI_TCP_IFACE names if set, and IPv4 over IPv6 (an IPv6 link-local address

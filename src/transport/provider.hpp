@@ -23,4 +23,8 @@ FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::s
                         const std::vector<std::string>& nearNics = {},
                         const std::string& requiredNic = {});
 
+/// The distinct domains (NICs) `provider` offers on this host, in fi_getinfo's order; empty
+/// when the provider is absent (`why` says so).
+std::vector<std::string> listDomains(const std::string& provider, std::string& why);
+
 }  // namespace sharc::transport

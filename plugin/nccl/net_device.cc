@@ -1,0 +1,456 @@
+#include "net_device.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "topology/topology.hpp"
+#include "transport/provider.hpp"
+
+namespace sharc::nccl {
+namespace {
+
+constexpr size_t kControlRequests = 64;
+// How often a waiting request checks its peer; how long a peer elsewhere may leave pings
+// unanswered (its device's progress thread answers them) before it counts as dead.
+constexpr auto kLivenessPeriod = std::chrono::seconds(1);
+constexpr auto kPeerSilence = std::chrono::seconds(15);
+// A control message the provider keeps refusing this long goes to an unreachable address.
+constexpr auto kUnreachable = std::chrono::seconds(10);
+// The progress thread runs the device when nobody else has for this long.
+constexpr auto kIdleProgressPeriod = std::chrono::milliseconds(100);
+
+// "rdmap16s27-rdm" -> "rdmap16s27": libfabric names domains after the device, plus a suffix.
+std::string deviceNameOf(const std::string& domain) {
+  for (const char* suffix : {"-rdm", "-dgrm", "-xrc"}) {
+    const std::string s(suffix);
+    if (domain.size() > s.size() && domain.compare(domain.size() - s.size(), s.size(), s) == 0)
+      return domain.substr(0, domain.size() - s.size());
+  }
+  return domain;
+}
+
+int readInt(const std::string& path, int fallback) {
+  std::ifstream in(path);
+  long v = 0;
+  if (in >> v && v > 0 && v < INT_MAX) return static_cast<int>(v);
+  return fallback;
+}
+
+// Mbps: the Ethernet link speed, or an InfiniBand/EFA port's rate ("100 Gb/sec (4X EDR)").
+int linkSpeedMbps(const std::string& dev) {
+  int mbps = readInt("/sys/class/net/" + dev + "/speed", 0);
+  if (mbps > 0) return mbps;
+  const int gbps = readInt("/sys/class/infiniband/" + dev + "/ports/1/rate", 0);
+  if (gbps > 0) return gbps * 1000;
+  return 10000;  // virtual links (lo, veth, shm) report none; NCCL only compares NICs
+}
+
+uint64_t hashString(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The PCI function under the NIC named `dev`, from the host topology (hwloc).
+std::string pciPathOf(const std::string& dev) {
+  try {
+    const topo::HostTopology host = topo::HostTopology::load();
+    for (const topo::PciDevice& nic : host.nics)
+      for (const std::string& os : nic.osDevices)
+        if (os == dev) {
+          char resolved[PATH_MAX];
+          const std::string sys = "/sys/bus/pci/devices/" + nic.busId;
+          return realpath(sys.c_str(), resolved) != nullptr ? std::string(resolved) : sys;
+        }
+  } catch (const std::exception& e) {
+    SHARC_INFO("NCCL plugin: no host topology for " << dev << ": " << e.what());
+  }
+  return {};
+}
+
+}  // namespace
+
+NetDevice::NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint)
+    : index_(index), endpoint_(std::move(endpoint)), control_(kControlRequests) {
+  const std::string domain = endpoint_->domainName();
+  const std::string dev = deviceNameOf(domain);
+  properties_.name = domain.empty() ? endpoint_->providerName() : domain;
+  properties_.pciPath = pciPathOf(dev);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  properties_.guid = hashString(properties_.pciPath.empty() ? std::string(host) + "/" + domain
+                                                            : properties_.pciPath);
+  properties_.ptrSupport = NCCL_PTR_HOST;
+  properties_.speedMbps = linkSpeedMbps(dev);
+  properties_.port = 1;
+  properties_.latencyUs = 0;
+  properties_.maxComms = 1 << 20;
+  properties_.maxRecvs = kMaxGroupedRecvs;
+  properties_.maxP2pBytes = std::min<size_t>(endpoint_->maxMessageSize(), size_t{1} << 40);
+  properties_.maxCollBytes = properties_.maxP2pBytes;
+  // Wildcard receives for the control messages: connection requests for any listener
+  // (two, so a burst of connects keeps flowing), pings and pongs.
+  for (wire::Control kind :
+       {wire::Control::Connect, wire::Control::Connect, wire::Control::Ping, wire::Control::Pong}) {
+    inbox_.push_back(std::make_unique<NetRequest>());
+    inbox_.back()->reset(NetRequest::Use::Control, nullptr, 0);
+    inbox_.back()->matchedTag = wire::controlTag(kind, 0);
+    postInbox(*inbox_.back());
+  }
+  progressThread_ = std::thread([this] { progressLoop(); });
+}
+
+NetDevice::~NetDevice() {
+  stopProgressThread();
+  // The endpoint goes first: no completion can reach the requests freed after it.
+  endpoint_.reset();
+}
+
+void NetDevice::stopProgressThread() {
+  stop_.store(true);
+  if (progressThread_.joinable()) progressThread_.join();
+}
+
+// NCCL drives progress only while it has requests; this thread keeps the provider's
+// connection setup moving and answers pings when NCCL is busy elsewhere.
+void NetDevice::progressLoop() {
+  while (!stop_.load()) {
+    std::this_thread::sleep_for(kIdleProgressPeriod);
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (now - lastProgressNs_.load() < std::chrono::nanoseconds(kIdleProgressPeriod).count())
+      continue;
+    std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) continue;
+    try {
+      progress();
+    } catch (const std::exception& e) {
+      SHARC_WARN("NCCL plugin: background progress of device " << index_ << ": " << e.what());
+    }
+  }
+}
+
+uint64_t NetDevice::newCommId() {
+  if (nextCommId_ > wire::kMaxCommId)
+    throw Error(Result::SystemError, "NCCL plugin: device " + std::to_string(index_) +
+                                         " ran out of comm ids (2^23 per process)");
+  return nextCommId_++;
+}
+
+uint32_t NetDevice::peer(const std::string& address, const ProcessIdentity& identity) {
+  auto it = peerByAddress_.find(address);
+  if (it != peerByAddress_.end()) {
+    PeerState& p = peers_[it->second];
+    if (p.identity.pid != identity.pid || p.identity.host != identity.host) {
+      p = PeerState{};  // a new process at an old address
+      p.address = address;
+      p.identity = identity;
+    }
+    return it->second;
+  }
+  const uint32_t id = endpoint_->addPeer(address);
+  if (id >= peers_.size()) peers_.resize(id + 1);
+  peers_[id] = PeerState{};
+  peers_[id].address = address;
+  peers_[id].identity = identity;
+  peerByAddress_.emplace(address, id);
+  return id;
+}
+
+bool NetDevice::peerAlive(uint32_t peer, std::string& why) {
+  PeerState& p = peers_.at(peer);
+  const auto now = std::chrono::steady_clock::now();
+  const bool sameHost = p.identity.host == localIdentity().host;
+  if (!p.dead && now - p.lastPing >= kLivenessPeriod) {
+    p.lastPing = now;
+    if (sameHost) {
+      if (!peerProcessAlive(p.identity)) {
+        p.dead = true;
+        p.why = "peer process " + std::to_string(p.identity.pid) + " on this host has exited";
+      }
+    } else {
+      if (p.unansweredSince == std::chrono::steady_clock::time_point{}) p.unansweredSince = now;
+      ConnectRequest ping;
+      ping.address = endpoint_->localAddress();
+      ping.sendCommId = peer;  // echoed back in the pong
+      ping.sender = localIdentity();
+      sendControl(peer, wire::controlTag(wire::Control::Ping, 0), encodeConnectRequest(ping));
+    }
+  }
+  if (!p.dead && !sameHost && p.unansweredSince != std::chrono::steady_clock::time_point{} &&
+      now - p.unansweredSince > kPeerSilence) {
+    p.dead = true;
+    p.why = "peer process " + std::to_string(p.identity.pid) + " answered no ping for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kPeerSilence).count()) +
+            " s";
+  }
+  why = p.why;
+  return !p.dead;
+}
+
+void NetDevice::postInbox(NetRequest& r) {
+  const uint64_t tag = r.matchedTag & ~wire::kControlIdBits;  // the kind, any id
+  r.reset(NetRequest::Use::Control, nullptr, 0);
+  r.matchedTag = tag;
+  r.n = 1;
+  const transport::PostStatus st =
+      endpoint_->postRecv(transport::kAnyPeer, tag, wire::kControlIdBits, r.scratch.data(),
+                          r.scratch.size(), r.transfers[0]);
+  if (st == transport::PostStatus::Posted) {
+    r.pending = 1;
+    r.posted[0] = true;
+  }
+  // Otherwise (provider busy) progress() posts it again.
+}
+
+void NetDevice::handleInbox(NetRequest& r) {
+  if (r.error != Result::Success) {
+    SHARC_WARN("NCCL plugin: control receive failed: " << r.message);
+    return;
+  }
+  const auto kind = static_cast<wire::Control>((r.matchedTag >> 56) & 0x7f);
+  const uint64_t id = r.matchedTag & wire::kControlIdBits;
+  try {
+    if (kind == wire::Control::Connect) {
+      ConnectRequest request = decodeConnectRequest(r.scratch.data(), r.sizes[0]);
+      auto it = listeners_.find(id);
+      if (it != listeners_.end()) {
+        it->second.push_back(std::move(request));
+      } else {  // closed (or never opened here): tell the connecting side at once
+        const uint32_t from = peer(request.address, request.sender);
+        sendControl(from, wire::controlTag(wire::Control::Accept, request.sendCommId),
+                    encodeAcceptReply(0));
+      }
+    } else if (kind == wire::Control::Ping) {
+      const ConnectRequest ping = decodeConnectRequest(r.scratch.data(), r.sizes[0]);
+      sendControl(peer(ping.address, ping.sender), wire::controlTag(wire::Control::Pong, 0),
+                  encodeAcceptReply(ping.sendCommId));
+    } else if (kind == wire::Control::Pong) {
+      const uint64_t ours = decodeAcceptReply(r.scratch.data(), r.sizes[0]);
+      if (ours < peers_.size()) peers_[ours].unansweredSince = {};
+    }
+  } catch (const Error& e) {
+    SHARC_WARN("NCCL plugin: ignoring a malformed control message: " << e.what());
+  }
+}
+
+void NetDevice::progress() {
+  lastProgressNs_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  endpoint_->progress();
+  for (auto& r : inbox_) {
+    if (r->pending > 0) continue;
+    if (r->sizes[0] > 0 || r->error != Result::Success) handleInbox(*r);  // else never posted
+    postInbox(*r);
+  }
+  flushControl();
+  std::erase_if(controlInFlight_, [this](NetRequest* r) {
+    if (r->pending > 0) return false;
+    if (r->error != Result::Success) {
+      SHARC_WARN("NCCL plugin: control message to peer #" << r->peer << " failed: " << r->message);
+      controlFailures_[r->matchedTag] = r->message;
+    }
+    control_.release(r);
+    return true;
+  });
+  std::erase_if(adopted_, [](const std::unique_ptr<NetRequest>& r) { return r->pending == 0; });
+}
+
+void NetDevice::sendControl(uint32_t peer, uint64_t tag, const std::string& bytes) {
+  if (bytes.size() > kConnectRequestBytes)
+    throw Error(Result::InternalError, "NCCL plugin: control message too long");
+  controlQueue_.push_back({peer, tag, bytes, std::chrono::steady_clock::now()});
+  flushControl();
+}
+
+void NetDevice::flushControl() {
+  while (!controlQueue_.empty()) {
+    QueuedControl& q = controlQueue_.front();
+    NetRequest* r = control_.acquire(NetRequest::Use::Control, nullptr, q.peer);
+    if (r == nullptr) return;  // all in flight: later
+    std::copy(q.bytes.begin(), q.bytes.end(), r->scratch.begin());
+    r->n = 1;
+    r->matchedTag = q.tag;
+    const transport::PostStatus st =
+        endpoint_->postSend(q.peer, q.tag, r->scratch.data(), q.bytes.size(), r->transfers[0]);
+    if (st == transport::PostStatus::Retry &&
+        std::chrono::steady_clock::now() - q.queued < kUnreachable) {
+      control_.release(r);  // e.g. the connection is still being set up: later
+      return;
+    }
+    if (st == transport::PostStatus::Retry) {
+      controlFailures_[q.tag] = "peer #" + std::to_string(q.peer) +
+                                " unreachable (the provider refused the message for 10 s)";
+      control_.release(r);
+      controlQueue_.pop_front();
+      continue;
+    }
+    if (st == transport::PostStatus::Posted) {
+      r->pending = 1;
+      r->posted[0] = true;
+      controlInFlight_.push_back(r);
+    } else {
+      if (st == transport::PostStatus::Failed) {
+        controlFailures_[q.tag] = endpoint_->lastError();
+        SHARC_WARN("NCCL plugin: control message to peer #"
+                   << q.peer << " failed: " << endpoint_->lastError());
+      }
+      control_.release(r);
+    }
+    controlQueue_.pop_front();
+  }
+}
+
+std::string NetDevice::controlFailure(uint64_t tag) const {
+  auto it = controlFailures_.find(tag);
+  return it == controlFailures_.end() ? std::string() : it->second;
+}
+
+void NetDevice::openListener(uint64_t listenId) {
+  listeners_[listenId];
+}
+
+void NetDevice::closeListener(uint64_t listenId) {
+  listeners_.erase(listenId);
+}
+
+std::optional<ConnectRequest> NetDevice::takeConnect(uint64_t listenId) {
+  auto it = listeners_.find(listenId);
+  if (it == listeners_.end() || it->second.empty()) return std::nullopt;
+  ConnectRequest r = std::move(it->second.front());
+  it->second.pop_front();
+  return r;
+}
+
+void NetDevice::adopt(std::vector<std::unique_ptr<NetRequest>> requests) {
+  for (auto& r : requests) adopted_.push_back(std::move(r));
+}
+
+MemoryRegion* NetDevice::registerRegion(const void* data, size_t size, int type) {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const auto key = std::make_pair(begin, begin + size);
+  auto it = regions_.find(key);
+  if (it != regions_.end() && it->second->type == type) {
+    ++it->second->references;
+    return it->second.get();
+  }
+  if (!endpoint_->prepareRegion(data, size))
+    throw Error(Result::SystemError, "NCCL plugin: registering " + std::to_string(size) +
+                                         " bytes failed: " + endpoint_->lastError());
+  auto region = std::make_unique<MemoryRegion>();
+  region->type = type;
+  region->begin = begin;
+  region->end = begin + size;
+  region->references = 1;
+  MemoryRegion* raw = region.get();
+  regions_[key] = std::move(region);
+  return raw;
+}
+
+void NetDevice::deregisterRegion(MemoryRegion* region) {
+  const auto key = std::make_pair(region->begin, region->end);
+  auto it = regions_.find(key);
+  if (it == regions_.end() || it->second.get() != region)
+    throw Error(Result::InvalidArgument, "deregMr: not a registration of this device");
+  if (--region->references > 0) return;
+  endpoint_->releaseRegion(reinterpret_cast<const void*>(region->begin),
+                           region->end - region->begin);
+  region->magic = 0;
+  regions_.erase(it);
+}
+
+void NetDevice::checkRegion(const void* mhandle, const void* data, size_t size,
+                            const char* call) const {
+  if (mhandle == nullptr) return;
+  const auto* region = static_cast<const MemoryRegion*>(mhandle);
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  auto it = regions_.find(std::make_pair(region->begin, region->end));
+  if (it == regions_.end() || it->second.get() != region || region->magic != MemoryRegion::kMagic)
+    throw Error(Result::InvalidArgument,
+                std::string(call) + ": mhandle is not a live registration of this device");
+  if (begin < region->begin || begin + size > region->end)
+    throw Error(Result::InvalidArgument, std::string(call) + ": buffer of " + std::to_string(size) +
+                                             " bytes lies outside its mhandle's registration");
+}
+
+namespace {
+std::mutex gDevicesMutex;
+std::vector<std::unique_ptr<NetDevice>>* gDevices = nullptr;  // never freed: see openDevices
+}  // namespace
+
+void openDevices() {
+  std::lock_guard<std::mutex> lock(gDevicesMutex);
+  if (gDevices != nullptr) return;
+  const std::string chosen = core::Config::get().provider;
+  std::vector<std::string> candidates;
+  if (!chosen.empty())
+    candidates.push_back(chosen);
+  else
+    candidates = {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm"};
+  auto devices = std::make_unique<std::vector<std::unique_ptr<NetDevice>>>();
+  std::string tried;
+  for (const std::string& provider : candidates) {
+    std::string why;
+    std::vector<std::string> domains = transport::listDomains(provider, why);
+    if (domains.empty()) {
+      tried += (tried.empty() ? "" : "; ") + why;
+      continue;
+    }
+    // tcp and shm: one device whatever the interfaces (the provider picks, FI_TCP_IFACE
+    // steers); NIC providers: one device per domain.
+    const bool single = provider.rfind("tcp", 0) == 0 || provider == "shm";
+    if (single) domains = {""};
+    for (const std::string& domain : domains) {
+      try {
+        transport::EndpointOptions options;
+        options.provider = provider;
+        options.requiredNic = domain;
+        devices->push_back(std::make_unique<NetDevice>(static_cast<int>(devices->size()),
+                                                       transport::openFabricEndpoint(options)));
+      } catch (const std::exception& e) {
+        tried += (tried.empty() ? "" : "; ") + provider + " " + domain + ": " + e.what();
+      }
+    }
+    if (!devices->empty()) break;
+  }
+  if (devices->empty())
+    throw Error(Result::SystemError, "NCCL plugin: no usable libfabric provider (tried " + tried +
+                                         "); set SHARC_FI_PROVIDER to one `fi_info -l` lists");
+  for (const auto& d : *devices)
+    SHARC_INFO("NCCL plugin: device " << d->index() << ": " << d->properties().name << " ("
+                                      << d->endpoint().providerName() << ", "
+                                      << d->properties().speedMbps << " Mbps)");
+  // The devices are deliberately never destroyed: NCCL may call in from its proxy thread
+  // until the process exits. Their progress threads stop at exit (or when the plugin is
+  // unloaded), before libfabric's own teardown runs.
+  static struct ProgressThreadsStopper {
+    ~ProgressThreadsStopper() {
+      if (gDevices != nullptr)
+        for (auto& d : *gDevices) d->stopProgressThread();
+    }
+  } stopper;
+  gDevices = devices.release();
+}
+
+int deviceCount() {
+  std::lock_guard<std::mutex> lock(gDevicesMutex);
+  return gDevices == nullptr ? 0 : static_cast<int>(gDevices->size());
+}
+
+NetDevice& device(int index, const char* call) {
+  std::lock_guard<std::mutex> lock(gDevicesMutex);
+  if (gDevices == nullptr)
+    throw Error(Result::InvalidUsage, std::string(call) + ": the plugin is not initialised");
+  if (index < 0 || index >= static_cast<int>(gDevices->size()))
+    throw Error(Result::InvalidArgument, std::string(call) + ": device " + std::to_string(index) +
+                                             ", expected 0.." +
+                                             std::to_string(gDevices->size() - 1));
+  return *(*gDevices)[static_cast<size_t>(index)];
+}
+
+}  // namespace sharc::nccl

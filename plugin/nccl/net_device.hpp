@@ -1,0 +1,145 @@
+// One NIC of the network plugin: a libfabric endpoint of the engine's transport shared by all
+// comms on that NIC, its peers (added as connections arrive), the tag space that tells the
+// comms apart, the control messages that set up connections (sent without blocking), memory
+// registrations, and the liveness checks that turn a dead peer into an error, not a hang.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net_api.hpp"
+#include "net_handle.hpp"
+#include "net_request.hpp"
+#include "transport/endpoint.hpp"
+
+namespace sharc::nccl {
+
+/// 64-bit tags. Data: bit 63 clear, the receiving comm's id (23 bits), NCCL's tag (24 bits)
+/// and a sequence number per (comm, tag) (16 bits) so same-tag messages match in order.
+/// Control: bit 63 set, a kind (7 bits) and the id of the comm it is addressed to.
+namespace wire {
+inline constexpr uint64_t kControlBit = 1ull << 63;
+inline constexpr uint64_t kMaxCommId = (1ull << 23) - 1;
+inline constexpr uint64_t kMaxUserTag = (1ull << 24) - 1;
+inline constexpr uint64_t kControlIdBits = (1ull << 56) - 1;
+inline constexpr uint64_t dataTag(uint64_t commId, uint64_t tag, uint16_t seq) {
+  return (commId << 40) | (tag << 16) | seq;
+}
+enum class Control : uint64_t { Connect = 1, Accept = 2, Ping = 3, Pong = 4 };
+inline constexpr uint64_t controlTag(Control kind, uint64_t id) {
+  return kControlBit | (static_cast<uint64_t>(kind) << 56) | (id & kControlIdBits);
+}
+}  // namespace wire
+
+/// A registered host buffer (the mhandle NCCL gets back); shared by the comms of a device.
+struct MemoryRegion {
+  static constexpr uint32_t kMagic = 0x4d524853;  // "SHRM"
+  uint32_t magic = kMagic;
+  int type = NCCL_PTR_HOST;
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  int references = 0;
+};
+
+class NetDevice {
+ public:
+  NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint);
+  ~NetDevice();
+
+  /// Guards the endpoint and every comm of this device (NCCL calls from several threads,
+  /// and the device's own progress thread).
+  std::mutex mutex;
+
+  int index() const { return index_; }
+  transport::Endpoint& endpoint() { return *endpoint_; }
+  const DeviceProperties& properties() const { return properties_; }
+  /// A fresh id for a listen, send or receive comm; throws once 2^23 were handed out.
+  uint64_t newCommId();
+
+  /// The fabric peer at `address` (added on first use).
+  uint32_t peer(const std::string& address, const ProcessIdentity& identity);
+  /// False once the peer is known dead (`why` says how it was found): a peer on this host
+  /// by its pid; another by pings it stopped answering for kPeerSilence.
+  bool peerAlive(uint32_t peer, std::string& why);
+
+  /// Reads completions, handles arrived control messages, sends queued ones.
+  void progress();
+  /// Queues a control message (at most kConnectRequestBytes); never blocks.
+  void sendControl(uint32_t peer, uint64_t tag, const std::string& bytes);
+  /// Why the control message with `tag` could not be sent; empty while none failed.
+  std::string controlFailure(uint64_t tag) const;
+
+  /// Connection requests for `listenId` are kept for takeConnect from now on; others are
+  /// refused (the connecting side learns that the listener is closed).
+  void openListener(uint64_t listenId);
+  void closeListener(uint64_t listenId);
+  std::optional<ConnectRequest> takeConnect(uint64_t listenId);
+
+  /// Keeps requests whose comm closed until their completions arrive.
+  void adopt(std::vector<std::unique_ptr<NetRequest>> requests);
+
+  MemoryRegion* registerRegion(const void* data, size_t size, int type);
+  void deregisterRegion(MemoryRegion* region);
+  /// Throws InvalidArgument unless `mhandle` is NULL or a region of this device covering
+  /// [data, data+size).
+  void checkRegion(const void* mhandle, const void* data, size_t size, const char* call) const;
+
+  /// Stops the progress thread (before the process exits or the plugin is unloaded).
+  void stopProgressThread();
+
+ private:
+  struct PeerState {
+    std::string address;
+    ProcessIdentity identity;
+    bool dead = false;
+    std::string why;
+    std::chrono::steady_clock::time_point lastPing{};
+    std::chrono::steady_clock::time_point unansweredSince{};  // zero: no ping outstanding
+  };
+  struct QueuedControl {
+    uint32_t peer;
+    uint64_t tag;
+    std::string bytes;
+    std::chrono::steady_clock::time_point queued;
+  };
+  void postInbox(NetRequest& r);
+  void handleInbox(NetRequest& r);
+  void flushControl();
+  void progressLoop();
+
+  int index_;
+  std::unique_ptr<transport::Endpoint> endpoint_;
+  DeviceProperties properties_;
+  uint64_t nextCommId_ = 1;
+  std::map<std::string, uint32_t> peerByAddress_;
+  std::vector<PeerState> peers_;
+  RequestPool control_;  // control sends the provider did not inject
+  std::vector<NetRequest*> controlInFlight_;
+  std::deque<QueuedControl> controlQueue_;
+  std::map<uint64_t, std::string> controlFailures_;
+  std::vector<std::unique_ptr<NetRequest>> inbox_;  // wildcard receives of control kinds
+  std::map<uint64_t, std::deque<ConnectRequest>> listeners_;
+  std::vector<std::unique_ptr<NetRequest>> adopted_;
+  std::map<std::pair<uintptr_t, uintptr_t>, std::unique_ptr<MemoryRegion>> regions_;
+  std::atomic<int64_t> lastProgressNs_{0};
+  std::atomic<bool> stop_{false};
+  std::thread progressThread_;
+};
+
+/// Opens the plugin's devices once (provider from SHARC_FI_PROVIDER / FI_PROVIDER, else
+/// efa, verbs;ofi_rxm, tcp;ofi_rxm); throws SystemError naming what was tried when none works.
+void openDevices();
+int deviceCount();
+/// Throws InvalidArgument naming the valid range for a bad index.
+NetDevice& device(int index, const char* call);
+
+}  // namespace sharc::nccl
