@@ -166,7 +166,7 @@ uint32_t NetDevice::peer(const std::string& address, const ProcessIdentity& iden
 bool NetDevice::peerAlive(uint32_t peer, std::string& why) {
   PeerState& p = peers_.at(peer);
   const auto now = std::chrono::steady_clock::now();
-  const bool sameHost = p.identity.host == localIdentity().host;
+  const bool sameHost = p.identity.host == localHostId();
   if (!p.dead && now - p.lastPing >= kLivenessPeriod) {
     p.lastPing = now;
     if (sameHost) {

@@ -75,14 +75,16 @@ std::string pidNamespace() {
 
 }  // namespace
 
-ProcessIdentity localIdentity() {
+uint64_t localHostId() {
   static const uint64_t host =
       fnv1a64(pidNamespace(), fnv1a64(readFirstLine("/proc/sys/kernel/random/boot_id")));
-  return {host, static_cast<uint32_t>(getpid())};
+  return host;
 }
 
+ProcessIdentity localIdentity() { return {localHostId(), static_cast<uint32_t>(getpid())}; }
+
 bool peerProcessAlive(const ProcessIdentity& peer) {
-  if (peer.host != localIdentity().host || peer.pid == 0) return true;  // cannot tell
+  if (peer.host != localHostId() || peer.pid == 0) return true;  // cannot tell
   return kill(static_cast<pid_t>(peer.pid), 0) == 0 || errno != ESRCH;
 }
 

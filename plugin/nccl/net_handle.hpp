@@ -14,7 +14,9 @@ struct ProcessIdentity {
   uint64_t host = 0;  ///< hash of the boot id and the pid namespace
   uint32_t pid = 0;
 };
-/// This process.
+/// This host (boot id and pid namespace); cheap after the first call.
+uint64_t localHostId();
+/// This process (a getpid() system call: not for the hot path).
 ProcessIdentity localIdentity();
 /// False only when `peer` runs on this host (same boot and pid namespace) and has exited.
 bool peerProcessAlive(const ProcessIdentity& peer);
