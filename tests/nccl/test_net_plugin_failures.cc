@@ -398,5 +398,22 @@ TEST_P(NetPluginFailure, UnloadAndReloadAfterClose) {
 
 INSTANTIATE_TEST_SUITE_P(Versions, NetPluginFailure, allVersionsAndProviders(), paramName);
 
+// With no usable provider init fails (NCCL then disables the plugin and uses its own).
+TEST(NetPluginInit, FailsWithoutAUsableProvider) {
+  for (int v : {8, 9, 10, 11}) {
+    RunOptions o;
+    o.env["SHARC_FI_PROVIDER"] = "no-such-provider";
+    runRanks(
+        1,
+        [&](const RankContext&) {
+          auto net = Net::load(v);
+          void* ctx = nullptr;
+          if (net->init(&ctx) == ncclSuccess)
+            fail("v" + std::to_string(v) + ": init succeeded with SHARC_FI_PROVIDER=no-such-provider");
+        },
+        o);
+  }
+}
+
 }  // namespace
 }  // namespace sharc::testing::nccl
