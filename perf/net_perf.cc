@@ -2,6 +2,8 @@
 // (libnccl-net-sharc.so, dlopen'ed and driven through ncclNetPlugin_v11 as NCCL's proxy drives
 // it) and, in the same run and interleaved, through plain libfabric on the same provider: the
 // gap between the two columns is what the plugin costs. Two forked processes; rank 0 sends.
+#include "net_perf.hpp"
+
 #include <dlfcn.h>
 #include <signal.h>
 #include <strings.h>
@@ -20,7 +22,6 @@
 #include <vector>
 
 #include "nccl_abi.h"
-#include "net_perf.hpp"
 
 #ifndef SHARC_NET_PERF_PLUGIN
 #define SHARC_NET_PERF_PLUGIN "libnccl-net-sharc.so"
@@ -59,10 +60,14 @@ size_t parseSize(const std::string& flag, const std::string& text) {
   const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
   const std::string suffix = end != nullptr ? end : "";
   size_t shift = 0;
-  if (suffix == "K" || suffix == "KB" || suffix == "KiB") shift = 10;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MiB") shift = 20;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GiB") shift = 30;
-  else if (!suffix.empty() && suffix != "B") shift = 64;
+  if (suffix == "K" || suffix == "KB" || suffix == "KiB")
+    shift = 10;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MiB")
+    shift = 20;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GiB")
+    shift = 30;
+  else if (!suffix.empty() && suffix != "B")
+    shift = 64;
   if (errno != 0 || end == text.c_str() || shift == 64 || text[0] == '-')
     throw Failure(flag + " '" + text + "': expected a size such as 4096, 64K or 1M");
   return static_cast<size_t>(v) << shift;
@@ -95,26 +100,42 @@ Options parseOptions(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw Failure(a + ": unknown option or missing value\n" + kUsage);
     const std::string v = argv[++i];
-    if (a == "-b") o.minBytes = parseSize(a, v);
-    else if (a == "-e") o.maxBytes = parseSize(a, v);
-    else if (a == "-f") o.factor = static_cast<size_t>(parseInt(a, v, 2, 1 << 20));
-    else if (a == "-n") o.iters = parseInt(a, v, 1, 1 << 24);
-    else if (a == "-w") o.warmup = parseInt(a, v, 0, 1 << 24);
-    else if (a == "-W") o.window = parseInt(a, v, 1, kMaxWindow);
-    else if (a == "--reps") o.reps = parseInt(a, v, 1, 1000);
-    else if (a == "-L") o.latIters = parseInt(a, v, 1, 1 << 24);
-    else if (a == "--lat-max") o.latMax = parseSize(a, v);
-    else if (a == "-c") o.check = parseInt(a, v, 0, 1) == 1;
-    else if (a == "-T") o.timeout = parseInt(a, v, 1, 86400);
-    else if (a == "--check-overhead") o.checkOverhead = parsePercent(a, v);
-    else if (a == "--plugin") o.plugin = v;
-    else if (a == "--provider") o.provider = v;
-    else if (a == "--dev") o.dev = parseInt(a, v, 0, 1 << 16);
-    else throw Failure(a + ": unknown option\n" + kUsage);
+    if (a == "-b")
+      o.minBytes = parseSize(a, v);
+    else if (a == "-e")
+      o.maxBytes = parseSize(a, v);
+    else if (a == "-f")
+      o.factor = static_cast<size_t>(parseInt(a, v, 2, 1 << 20));
+    else if (a == "-n")
+      o.iters = parseInt(a, v, 1, 1 << 24);
+    else if (a == "-w")
+      o.warmup = parseInt(a, v, 0, 1 << 24);
+    else if (a == "-W")
+      o.window = parseInt(a, v, 1, kMaxWindow);
+    else if (a == "--reps")
+      o.reps = parseInt(a, v, 1, 1000);
+    else if (a == "-L")
+      o.latIters = parseInt(a, v, 1, 1 << 24);
+    else if (a == "--lat-max")
+      o.latMax = parseSize(a, v);
+    else if (a == "-c")
+      o.check = parseInt(a, v, 0, 1) == 1;
+    else if (a == "-T")
+      o.timeout = parseInt(a, v, 1, 86400);
+    else if (a == "--check-overhead")
+      o.checkOverhead = parsePercent(a, v);
+    else if (a == "--plugin")
+      o.plugin = v;
+    else if (a == "--provider")
+      o.provider = v;
+    else if (a == "--dev")
+      o.dev = parseInt(a, v, 0, 1 << 16);
+    else
+      throw Failure(a + ": unknown option\n" + kUsage);
   }
   if (o.minBytes > o.maxBytes)
-    throw Failure("-b " + std::to_string(o.minBytes) + " exceeds -e " +
-                  std::to_string(o.maxBytes) + ", expected -b <= -e");
+    throw Failure("-b " + std::to_string(o.minBytes) + " exceeds -e " + std::to_string(o.maxBytes) +
+                  ", expected -b <= -e");
   if (o.maxBytes > (size_t{1} << 30))
     throw Failure("-e " + std::to_string(o.maxBytes) + ": expected at most 1G (NCCL's int sizes)");
   auto env = [](const char* name) {
@@ -205,9 +226,9 @@ class PluginLink final : public Link {
     }
   }
   std::string describe() const override {
-    return std::string("ncclNetPlugin_v11 \"") + (net_->name ? net_->name : "?") +
-           "\", device \"" + (props_.name ? props_.name : "?") + "\" (devices: " + devices_ +
-           "), speed " + std::to_string(props_.speed) + " Mbps, maxP2pBytes " +
+    return std::string("ncclNetPlugin_v11 \"") + (net_->name ? net_->name : "?") + "\", device \"" +
+           (props_.name ? props_.name : "?") + "\" (devices: " + devices_ + "), speed " +
+           std::to_string(props_.speed) + " Mbps, maxP2pBytes " +
            std::to_string(props_.maxP2pBytes);
   }
   size_t maxP2pBytes() const { return props_.maxP2pBytes; }
@@ -219,8 +240,7 @@ class PluginLink final : public Link {
 
   bool isend(int slot, const void* buf, size_t size, int tag) override {
     void* req = nullptr;
-    checkNccl(net_->isend(send_, const_cast<void*>(buf), size, tag, txMr_, nullptr, &req),
-              "isend");
+    checkNccl(net_->isend(send_, const_cast<void*>(buf), size, tag, txMr_, nullptr, &req), "isend");
     req_[slot] = req;
     return req != nullptr;  // NULL: the plugin cannot take it yet
   }
@@ -320,8 +340,8 @@ struct Run {
     while (completed < total) {
       for (int s = 0; s < window && posted < total; ++s) {
         if (busy[s]) continue;
-        const bool ok = rank == 0 ? l.isend(s, tx, size, kTagData)
-                                  : l.irecv(s, rx + s * size, size, kTagData);
+        const bool ok =
+            rank == 0 ? l.isend(s, tx, size, kTagData) : l.irecv(s, rx + s * size, size, kTagData);
         if (!ok) break;
         busy[s] = true, ++posted;
       }
@@ -391,8 +411,8 @@ int runRank(int rank, int fd, const Options& o) {
   const size_t window = static_cast<size_t>(o.window);
   const size_t latMax = std::min(o.latMax, o.maxBytes);
   const size_t txBytes = std::max<size_t>(o.maxBytes, 64);
-  const size_t rxBytes = rank == 1 ? std::max<size_t>(window * o.maxBytes, latMax) + 64
-                                   : std::max<size_t>(latMax, 64);
+  const size_t rxBytes =
+      rank == 1 ? std::max<size_t>(window * o.maxBytes, latMax) + 64 : std::max<size_t>(latMax, 64);
   Buffer tx = allocBuffer(txBytes), rx = allocBuffer(rxBytes);
 
   PluginLink plugin(o, ctl);
@@ -406,15 +426,16 @@ int runRank(int rank, int fd, const Options& o) {
   Link* links[2] = {&plugin, raw.get()};
 
   if (rank == 0) {
-    std::printf("# sharc-net-perf: NCCL net plugin vs raw libfabric, rank 0 -> rank 1 (2 processes)\n"
-                "# plugin: %s\n#         %s\n# raw:    %s\n"
-                "# window %d, %d iterations + %d warmup; latency: %d round trips, sizes <= %zu B\n"
-                "# %d reps: GB/s and us are medians, ratio the median of each rep's plugin/raw "
-                "pair; check %s\n#\n"
-                "# %10s %12s %12s %7s %10s %11s %11s %7s\n",
-                o.plugin.c_str(), plugin.describe().c_str(), raw->describe().c_str(), o.window,
-                o.iters, o.warmup, o.latIters, latMax, o.reps, o.check ? "on" : "off", "size",
-                "plugin GB/s", "raw GB/s", "ratio", "overhead%", "plugin us", "raw us", "#wrong");
+    std::printf(
+        "# sharc-net-perf: NCCL net plugin vs raw libfabric, rank 0 -> rank 1 (2 processes)\n"
+        "# plugin: %s\n#         %s\n# raw:    %s\n"
+        "# window %d, %d iterations + %d warmup; latency: %d round trips, sizes <= %zu B\n"
+        "# %d reps: GB/s and us are medians, ratio the median of each rep's plugin/raw "
+        "pair; check %s\n#\n"
+        "# %10s %12s %12s %7s %10s %11s %11s %7s\n",
+        o.plugin.c_str(), plugin.describe().c_str(), raw->describe().c_str(), o.window, o.iters,
+        o.warmup, o.latIters, latMax, o.reps, o.check ? "on" : "off", "size", "plugin GB/s",
+        "raw GB/s", "ratio", "overhead%", "plugin us", "raw us", "#wrong");
     std::fflush(stdout);
   }
   Run run{o, rank, ctl, tx.get(), rx.get()};
@@ -468,8 +489,8 @@ int runRank(int rank, int fd, const Options& o) {
     std::printf("# overhead at >= 1 MiB: n/a (no size >= 1 MiB)\n");
   } else {
     const double m = median(bigOverheads);
-    std::printf("# overhead at >= 1 MiB: median %.1f %% (%zu sizes; from best reps: %.1f %%)\n",
-                m, bigOverheads.size(), median(bestOverheads));
+    std::printf("# overhead at >= 1 MiB: median %.1f %% (%zu sizes; from best reps: %.1f %%)\n", m,
+                bigOverheads.size(), median(bestOverheads));
     if (o.checkOverhead >= 0) {
       const bool ok = m <= o.checkOverhead;
       std::printf("# --check-overhead %g %%: %s\n", o.checkOverhead, ok ? "passed" : "FAILED");
@@ -509,7 +530,8 @@ int main(int argc, char** argv) {
               : !strcasecmp(debug, "INFO") ? NCCL_LOG_INFO
                                            : NCCL_LOG_WARN;
   if (access(o.plugin.c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "sharc-net-perf: plugin '%s' not readable (%s); expected the built "
+    std::fprintf(stderr,
+                 "sharc-net-perf: plugin '%s' not readable (%s); expected the built "
                  "libnccl-net-sharc.so (--plugin, SHARC_NCCL_PLUGIN)\nFAILED\n",
                  o.plugin.c_str(), std::strerror(errno));
     return 1;
@@ -569,8 +591,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   for (int r = 0; r < 2; ++r) {
-    const char* why = status[r] == 2   ? " (data check)"
-                      : status[r] == 3 ? " (overhead over --check-overhead)"
+    const char* why = status[r] == 2    ? " (data check)"
+                      : status[r] == 3  ? " (overhead over --check-overhead)"
                       : status[r] > 128 ? " (killed by a signal)"
                                         : "";
     if (status[r] != 0) std::printf("# rank %d FAILED: exit status %d%s\n", r, status[r], why);

@@ -135,8 +135,8 @@ class Raw final : public RawLink {
 
   bool isend(int slot, const void* buf, size_t size, int tag) override {
     done_[slot] = false;
-    const ssize_t rc = fi_tsend(ep_.get(), buf, size, txDesc_, peer_, static_cast<uint64_t>(tag),
-                                &ctx_[slot]);
+    const ssize_t rc =
+        fi_tsend(ep_.get(), buf, size, txDesc_, peer_, static_cast<uint64_t>(tag), &ctx_[slot]);
     return posted(rc, "fi_tsend");
   }
 
@@ -187,8 +187,9 @@ class Raw final : public RawLink {
                             reinterpret_cast<uintptr_t>(ctx_.data());
         const size_t slot = offset / sizeof(fi_context2);
         if (offset % sizeof(fi_context2) != 0 || slot >= ctx_.size())
-          throw Failure("raw libfabric: fi_cq_read returned an unknown op_context, expected one "
-                        "of ours");
+          throw Failure(
+              "raw libfabric: fi_cq_read returned an unknown op_context, expected one "
+              "of ours");
         done_[slot] = true;
         len_[slot] = entries[i].len;
       }
@@ -197,7 +198,8 @@ class Raw final : public RawLink {
       fi_cq_readerr(cq_.get(), &err, 0);
       const char* detail = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, nullptr, 0);
       throw Failure(std::string("raw libfabric: fi_cq_read reported a failed operation: ") +
-                    fi_strerror(err.err) + (detail != nullptr ? std::string(" (") + detail + ")" : "") +
+                    fi_strerror(err.err) +
+                    (detail != nullptr ? std::string(" (") + detail + ")" : "") +
                     (err.err == FI_ETRUNC ? ", expected the message to fit the posted buffer"
                                           : ", expected success"));
     } else if (n != -FI_EAGAIN) {

@@ -21,15 +21,16 @@
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
 
 // Rank r's element i: small integers, exact in float32 sums.
-float value(int r, size_t i) { return static_cast<float>((r + 1) * 3 + static_cast<int>(i % 17)); }
+float value(int r, size_t i) {
+  return static_cast<float>((r + 1) * 3 + static_cast<int>(i % 17));
+}
 
 ncclUniqueId shareId(int rank, const std::string& path) {
   ncclUniqueId id{};

@@ -409,7 +409,8 @@ TEST(NetPluginInit, FailsWithoutAUsableProvider) {
           auto net = Net::load(v);
           void* ctx = nullptr;
           if (net->init(&ctx) == ncclSuccess)
-            fail("v" + std::to_string(v) + ": init succeeded with SHARC_FI_PROVIDER=no-such-provider");
+            fail("v" + std::to_string(v) +
+                 ": init succeeded with SHARC_FI_PROVIDER=no-such-provider");
         },
         o);
   }
