@@ -62,23 +62,4 @@ ncclResult_t iallreduceV9(void* collComm, void* sendData, void* recvData, size_t
                         request);
 }
 
-ncclResult_t iallgatherV9(void* collComm, void* sendData, int nRecvParts,
-                          ncclNetSGE_v9_t* recvParts, size_t bytesPerRank, size_t windowOffset,
-                          size_t windowBytes, void* sendMhandle, void** request) {
-  Sge parts[kMaxParts];
-  if (!widen(nRecvParts, recvParts, parts)) return ncclInvalidArgument;
-  return collIallgather(collComm, sendData, nRecvParts, parts, bytesPerRank, windowOffset,
-                        windowBytes, sendMhandle, request);
-}
-
-ncclResult_t ireducescatterV9(void* collComm, int nSendParts, ncclNetSGE_v9_t* sendParts,
-                              void* recvData, size_t bytesPerRank, size_t windowOffset,
-                              size_t windowBytes, ncclDataType_t type, ncclRedOp_t op,
-                              void* recvMhandle, void** request) {
-  Sge parts[kMaxParts];
-  if (!widen(nSendParts, sendParts, parts)) return ncclInvalidArgument;
-  return collIreducescatter(collComm, nSendParts, parts, recvData, bytesPerRank, windowOffset,
-                            windowBytes, type, op, recvMhandle, request);
-}
-
 }  // namespace sharc::nccl

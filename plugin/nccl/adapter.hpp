@@ -71,6 +71,27 @@ bool widen(int n, const VersionSge* parts, Sge* out) {
   return true;
 }
 
+/// iallgather / ireducescatter of any version: its SGE list copied into sharc's.
+template <typename VersionSge>
+ncclResult_t iallgatherParts(void* collComm, void* sendData, int nRecvParts, VersionSge* recvParts,
+                             size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
+                             void* sendMhandle, void** request) {
+  Sge parts[kMaxParts];
+  if (!widen(nRecvParts, recvParts, parts)) return ncclInvalidArgument;
+  return collIallgather(collComm, sendData, nRecvParts, parts, bytesPerRank, windowOffset,
+                        windowBytes, sendMhandle, request);
+}
+template <typename VersionSge>
+ncclResult_t ireducescatterParts(void* collComm, int nSendParts, VersionSge* sendParts,
+                                 void* recvData, size_t bytesPerRank, size_t windowOffset,
+                                 size_t windowBytes, ncclDataType_t type, ncclRedOp_t op,
+                                 void* recvMhandle, void** request) {
+  Sge parts[kMaxParts];
+  if (!widen(nSendParts, sendParts, parts)) return ncclInvalidArgument;
+  return collIreducescatter(collComm, nSendParts, parts, recvData, bytesPerRank, windowOffset,
+                            windowBytes, type, op, recvMhandle, request);
+}
+
 /// v11's per-communicator context (init returns it; listen/connect/finalize take it back).
 struct PluginContext {
   static constexpr uint64_t kMagic = 0x5854434352414853ull;  // "SHARCCTX"
@@ -96,12 +117,4 @@ ncclResult_t collReduceSupportV8(ncclDataType_t type, ncclRedOp_t op, int* suppo
 ncclResult_t iallreduceV9(void* collComm, void* sendData, void* recvData, size_t count,
                           ncclDataType_t type, ncclRedOp_t op, void* sendMhandle, void* recvMhandle,
                           void** request);
-ncclResult_t iallgatherV9(void* collComm, void* sendData, int nRecvParts,
-                          ncclNetSGE_v9_t* recvParts, size_t bytesPerRank, size_t windowOffset,
-                          size_t windowBytes, void* sendMhandle, void** request);
-ncclResult_t ireducescatterV9(void* collComm, int nSendParts, ncclNetSGE_v9_t* sendParts,
-                              void* recvData, size_t bytesPerRank, size_t windowOffset,
-                              size_t windowBytes, ncclDataType_t type, ncclRedOp_t op,
-                              void* recvMhandle, void** request);
-
 }  // namespace sharc::nccl

@@ -81,7 +81,9 @@ uint64_t localHostId() {
   return host;
 }
 
-ProcessIdentity localIdentity() { return {localHostId(), static_cast<uint32_t>(getpid())}; }
+ProcessIdentity localIdentity() {
+  return {localHostId(), static_cast<uint32_t>(getpid())};
+}
 
 bool peerProcessAlive(const ProcessIdentity& peer) {
   if (peer.host != localHostId() || peer.pid == 0) return true;  // cannot tell

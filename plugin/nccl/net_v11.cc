@@ -63,9 +63,24 @@ SHARC_PLUGIN_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {
 };
 
 SHARC_PLUGIN_EXPORT ncclCollNet_v11_t ncclCollNetPlugin_v11 = {
-    "sharc",       collInitV11,         collDevices,      collGetProps,    collListenV11,
-    collConnect,   collReduceSupportV8, collRegMr,        collRegMrDmaBuf, collDeregMr,
-    iallreduceV9,  iallgatherV9,        ireducescatterV9, collIflush,      collTest,
-    collCloseColl, collCloseListen,     nullptr,          freeContext,
+    "sharc",
+    collInitV11,
+    collDevices,
+    collGetProps,
+    collListenV11,
+    collConnect,
+    collReduceSupportV8,
+    collRegMr,
+    collRegMrDmaBuf,
+    collDeregMr,
+    iallreduceV9,
+    iallgatherParts<ncclNetSGE_v9_t>,
+    ireducescatterParts<ncclNetSGE_v9_t>,
+    collIflush,
+    collTest,
+    collCloseColl,
+    collCloseListen,
+    nullptr,
+    freeContext,
 };
 }  // extern "C"

@@ -38,24 +38,6 @@ ncclResult_t iallreduce(void* collComm, void* sendData, void* recvData, int coun
   return collIallreduce(collComm, sendData, recvData, static_cast<size_t>(count), type, op,
                         sendMhandle, recvMhandle, request);
 }
-ncclResult_t iallgather(void* collComm, void* sendData, int nRecvParts, ncclNetSGE_v8_t* recvParts,
-                        size_t bytesPerRank, size_t windowOffset, size_t windowBytes,
-                        void* sendMhandle, void** request) {
-  Sge parts[kMaxParts];
-  if (!widen(nRecvParts, recvParts, parts)) return ncclInvalidArgument;
-  return collIallgather(collComm, sendData, nRecvParts, parts, bytesPerRank, windowOffset,
-                        windowBytes, sendMhandle, request);
-}
-ncclResult_t ireducescatter(void* collComm, int nSendParts, ncclNetSGE_v8_t* sendParts,
-                            void* recvData, size_t bytesPerRank, size_t windowOffset,
-                            size_t windowBytes, ncclDataType_t type, ncclRedOp_t op,
-                            void* recvMhandle, void** request) {
-  Sge parts[kMaxParts];
-  if (!widen(nSendParts, sendParts, parts)) return ncclInvalidArgument;
-  return collIreducescatter(collComm, nSendParts, parts, recvData, bytesPerRank, windowOffset,
-                            windowBytes, type, op, recvMhandle, request);
-}
-
 }  // namespace
 }  // namespace sharc::nccl
 
@@ -99,8 +81,8 @@ SHARC_PLUGIN_EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     collRegMrDmaBuf,
     collDeregMr,
     iallreduce,
-    iallgather,
-    ireducescatter,
+    iallgatherParts<ncclNetSGE_v8_t>,
+    ireducescatterParts<ncclNetSGE_v8_t>,
     collIflush,
     collTest,
     collCloseColl,
