@@ -121,11 +121,14 @@ void NetDevice::stopProgressThread() {
 // NCCL drives progress only while it has requests; this thread keeps the provider's
 // connection setup moving and answers pings when NCCL is busy elsewhere.
 void NetDevice::progressLoop() {
+  uint64_t seen = progressCalls_.load(std::memory_order_relaxed);
   while (!stop_.load()) {
     std::this_thread::sleep_for(kIdleProgressPeriod);
-    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-    if (now - lastProgressNs_.load() < std::chrono::nanoseconds(kIdleProgressPeriod).count())
+    const uint64_t now = progressCalls_.load(std::memory_order_relaxed);
+    if (now != seen) {  // someone else ran progress during the last period
+      seen = now;
       continue;
+    }
     std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
     if (!lock.owns_lock()) continue;
     try {
@@ -241,7 +244,7 @@ void NetDevice::handleInbox(NetRequest& r) {
 }
 
 void NetDevice::progress() {
-  lastProgressNs_.store(std::chrono::steady_clock::now().time_since_epoch().count());
+  progressCalls_.fetch_add(1, std::memory_order_relaxed);
   endpoint_->progress();
   for (auto& r : inbox_) {
     if (r->pending > 0) continue;

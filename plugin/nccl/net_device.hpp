@@ -130,7 +130,7 @@ class NetDevice {
   std::map<uint64_t, std::deque<ConnectRequest>> listeners_;
   std::vector<std::unique_ptr<NetRequest>> adopted_;
   std::map<std::pair<uintptr_t, uintptr_t>, std::unique_ptr<MemoryRegion>> regions_;
-  std::atomic<int64_t> lastProgressNs_{0};
+  std::atomic<uint64_t> progressCalls_{0};  // the progress thread runs when it stands still
   std::atomic<bool> stop_{false};
   std::thread progressThread_;
 };

@@ -13,6 +13,7 @@ void NetRequest::reset(Use u, void* comm, uint32_t toPeer) {
   posted.fill(false);
   sizes.fill(0);
   matchedTag = 0;
+  polls = 0;
   error = Result::Success;
   message.clear();
   for (size_t i = 0; i < transfers.size(); ++i) {

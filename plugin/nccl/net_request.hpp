@@ -29,6 +29,7 @@ class NetRequest final : public transport::TransferOwner {
   std::array<bool, kMaxGroupedRecvs> posted{};
   std::array<size_t, kMaxGroupedRecvs> sizes{};  ///< bytes sent / received per buffer
   uint64_t matchedTag = 0;                       ///< the tag a receive matched
+  uint32_t polls = 0;                            ///< test() calls that found it pending
   Result error = Result::Success;
   std::string message;
   /// Bytes of a control message, owned here so that it outlives a closed comm.
