@@ -113,6 +113,10 @@ NetDevice::~NetDevice() {
   endpoint_.reset();
 }
 
+void NetDevice::closeEndpoint() {
+  endpoint_.reset();
+}
+
 void NetDevice::stopProgressThread() {
   stop_.store(true);
   if (progressThread_.joinable()) progressThread_.join();
@@ -433,8 +437,14 @@ void openDevices() {
   // unloaded), before libfabric's own teardown runs.
   static struct ProgressThreadsStopper {
     ~ProgressThreadsStopper() {
-      if (gDevices != nullptr)
-        for (auto& d : *gDevices) d->stopProgressThread();
+      if (gDevices == nullptr) return;
+      for (auto& d : *gDevices) d->stopProgressThread();
+      // Close the endpoints too: libfabric's shm provider removes its /dev/shm region only
+      // when its endpoint is closed.
+      for (auto& d : *gDevices) {
+        std::lock_guard<std::mutex> lock(d->mutex);
+        d->closeEndpoint();
+      }
     }
   } stopper;
   gDevices = devices.release();

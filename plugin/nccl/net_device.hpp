@@ -95,6 +95,8 @@ class NetDevice {
 
   /// Stops the progress thread (before the process exits or the plugin is unloaded).
   void stopProgressThread();
+  /// Closes the endpoint at exit (after stopProgressThread); the device is unusable after.
+  void closeEndpoint();
 
  private:
   struct PeerState {

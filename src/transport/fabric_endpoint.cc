@@ -1,10 +1,17 @@
 // The libfabric Endpoint: one RDM endpoint, one tagged completion queue, one address vector.
+#include <dirent.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 #include <optional>
 
 #include "core/log.hpp"
@@ -224,11 +231,48 @@ class FabricEndpoint final : public Endpoint {
   unsigned char zeroByte_ = 0;
 };
 
+// libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and leaves it behind when
+// its process dies without closing the endpoint. A later process that gets the same pid
+// then fails fi_enable with EBUSY. Before this process opens its first shm endpoint, remove
+// such regions of ours whose process is gone, or that carry our own pid (then they
+// cannot be ours yet).
+void sweepStaleShmRegions() {
+  static std::atomic<bool> swept{false};
+  if (swept.exchange(true)) return;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  const pid_t self = getpid();
+  int removed = 0;
+  while (const dirent* e = readdir(dir)) {
+    const char* name = e->d_name;
+    char* end = nullptr;
+    const long pid = std::strtol(name, &end, 10);
+    if (end == name || *end != ':' || pid <= 0) continue;
+    int colons = 0;
+    bool digits = true;
+    for (const char* c = end; *c; ++c) {
+      if (*c == ':')
+        ++colons;
+      else if (*c < '0' || *c > '9')
+        digits = false;
+    }
+    if (colons != 2 || !digits) continue;
+    const std::string path = std::string("/dev/shm/") + name;
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || st.st_uid != geteuid()) continue;
+    const bool gone = kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if ((gone || pid == self) && unlink(path.c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  if (removed > 0) SHARC_INFO("transport: removed " << removed << " stale libfabric shm region(s)");
+}
+
 }  // namespace
 
 std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options) {
   std::string tried;
   for (const std::string& name : providerCandidates(options)) {
+    if (name == "shm") sweepStaleShmRegions();
     std::string why;
     FiInfoPtr info =
         queryProvider(name, options.allLocal, why, options.nearNics, options.requiredNic);
