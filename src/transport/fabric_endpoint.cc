@@ -237,11 +237,12 @@ class FabricEndpoint final : public Endpoint {
 // such regions of ours whose process is gone, or that carry our own pid (then they
 // cannot be ours yet).
 void sweepStaleShmRegions() {
-  static std::atomic<bool> swept{false};
-  if (swept.exchange(true)) return;
+  // Once per process; a forked child (new pid) sweeps again before its own first endpoint.
+  static std::atomic<pid_t> sweptBy{0};
+  const pid_t self = getpid();
+  if (sweptBy.exchange(self) == self) return;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return;
-  const pid_t self = getpid();
   int removed = 0;
   while (const dirent* e = readdir(dir)) {
     const char* name = e->d_name;
