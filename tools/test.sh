@@ -13,6 +13,12 @@ step() { echo; echo "==== $* ===="; }
 step "dependencies"
 bash tools/install-deps.sh
 
+# CUDA code is compiled (not run) here too: nvcc comes with these machines under
+# /usr/local/cuda, which need not be on PATH.
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+
 step "configure (preset default)"
 cmake --preset default
 

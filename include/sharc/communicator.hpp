@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <sharc/cuda.hpp>
 #include <sharc/error.hpp>
 #include <sharc/types.hpp>
 #include <string>
@@ -172,6 +173,30 @@ class Communicator {
   void allReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op);
   void broadcast(const void* sendbuff, void* recvbuff, size_t count, DataType type, int root);
   void barrier();
+
+  /// Stream-ordered forms, as NCCL's (CUDA device pointers; host pointers work too). The call
+  /// returns without waiting: the collective starts once the work queued on `stream` before
+  /// it has finished, and work queued on `stream` after it sees the result. Calls on one
+  /// communicator run in the order they were made; every rank must make the same calls in
+  /// the same order. Ranks on one host exchange device buffers through CUDA IPC (several
+  /// ranks may share a GPU); elsewhere data is staged through pinned host memory.
+  /// Throws at once for bad arguments, or sharc::Error(InvalidUsage) when CUDA is unusable.
+  /// A failure met after the call returned is kept: asyncError() reports it, every later
+  /// stream-ordered call throws it, and the stream is released (its result undefined).
+  void allGather(const void* sendbuff, void* recvbuff, size_t count, DataType type,
+                 CudaStream stream);
+  void reduceScatter(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op,
+                     CudaStream stream);
+  void allReduce(const void* sendbuff, void* recvbuff, size_t count, DataType type, RedOp op,
+                 CudaStream stream);
+  void broadcast(const void* sendbuff, void* recvbuff, size_t count, DataType type, int root,
+                 CudaStream stream);
+  /// Success, or the first failure of a stream-ordered call after it had returned (with its
+  /// message in `message` when given).
+  Result asyncError(std::string* message = nullptr) const;
+  /// Blocks until every stream-ordered call made so far has finished on the host side (its
+  /// stream may still have later work); throws its failure, or Timeout after `timeout`.
+  void synchronizeStreamCalls(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
 
   /// Releases the endpoint share and fails every pending operation; later calls on this
   /// communicator throw InvalidUsage. Called by the destructor if not called before.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <sharc/cuda.hpp>
 
 #include "algorithms/algorithms.hpp"
 #include "core/config.hpp"
@@ -108,6 +109,18 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
 Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, size_t count,
                                 DataType type, RedOp op, int root) {
   validate(kind, send, recv, count, type, op, root);
+  // The host forms read and write with the CPU: device memory would crash them.
+  if (count > 0 && cudaAvailable()) {
+    const bool readsSend = kind != CollKind::Broadcast || root == state_->rank;
+    for (const auto& [p, name] : {std::pair<const void*, const char*>{readsSend ? send : nullptr,
+                                                                     "sendbuff"},
+                                  {recv, "recvbuff"}})
+      if (p && memoryKind(p) == MemoryKind::Device)
+        invalid(Result::InvalidArgument, state_->rank, kind,
+                std::string(name) +
+                    " is CUDA device memory: the host form takes host memory (use the form "
+                    "that takes a cudaStream_t)");
+  }
   CommState& c = *state_;
   Engine& engine = *c.engine;
   std::lock_guard<std::mutex> lock(engine.mu);
@@ -248,6 +261,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
 
 void CommunicatorImpl::destroy() noexcept {
   if (destroyed_) return;
+  stopStreamCalls();
   CommState& c = *state_;
   // Best-effort barrier so that no peer still needs this endpoint to finish its last
   // operation (providers may complete a sender only after the receiver acknowledges). Only

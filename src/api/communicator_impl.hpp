@@ -17,6 +17,10 @@
 #include "algorithms/tuner.hpp"
 #include "transport/endpoint.hpp"
 
+namespace sharc::gpu {
+class StreamExecutor;
+}
+
 namespace sharc::detail {
 
 class CommState;
@@ -120,7 +124,8 @@ class RequestState {
 
 class CommunicatorImpl {
  public:
-  explicit CommunicatorImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
+  explicit CommunicatorImpl(std::shared_ptr<CommState> state);
+  ~CommunicatorImpl();
   static std::shared_ptr<Communicator> wrap(std::shared_ptr<CommState> state);
 
   int rank() const { return state_->rank; }
@@ -140,6 +145,11 @@ class CommunicatorImpl {
                                          std::chrono::milliseconds timeout);
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
+  /// Validates and queues a stream-ordered call (stream_calls.cc).
+  void startStream(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+                   RedOp op, int root, CudaStream stream);
+  Result streamAsyncError(std::string* message) const;
+  void synchronizeStreamCalls(std::chrono::milliseconds timeout);
   void destroy() noexcept;
   bool destroyed() const { return destroyed_; }
   CommState& state() { return *state_; }
@@ -151,7 +161,11 @@ class CommunicatorImpl {
   algo::ScheduleContext baseContext(algo::CollKind kind, DataType type, RedOp op, size_t count);
   // Registers a built schedule and posts what it can (engine lock held).
   Request launch(std::shared_ptr<algo::Schedule> schedule);
+  // Lets queued stream-ordered calls finish and stops their worker (stream_calls.cc).
+  void stopStreamCalls() noexcept;
   std::shared_ptr<CommState> state_;
+  mutable std::mutex streamMu_;
+  std::unique_ptr<gpu::StreamExecutor> streamExecutor_;  // made by the first stream call
   bool destroyed_ = false;
 };
 

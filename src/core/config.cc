@@ -61,7 +61,8 @@ std::chrono::milliseconds parseTimeout(const std::string& value) {
   return std::chrono::milliseconds(static_cast<int64_t>(ms));
 }
 
-size_t parseChunkBytes(const std::string& value) {
+// A byte count >= 4096 with an optional K/M/G suffix; errors name `variable`.
+size_t parseChunkBytes(const std::string& value, const char* variable = "SHARC_CHUNK_BYTES") {
   const char* expected =
       "an integer number of bytes >= 4096, optionally with a K, M or G suffix (e.g. 512K)";
   uint64_t multiplier = 1;
@@ -78,15 +79,15 @@ size_t parseChunkBytes(const std::string& value) {
   } else if (suffix == "G" || suffix == "GB" || suffix == "GIB") {
     multiplier = uint64_t{1} << 30;
   } else {
-    badValue("SHARC_CHUNK_BYTES", value, expected);
+    badValue(variable, value, expected);
   }
   uint64_t count = 0;
-  if (!parseUnsigned(digits, count)) badValue("SHARC_CHUNK_BYTES", value, expected);
+  if (!parseUnsigned(digits, count)) badValue(variable, value, expected);
   if (count > std::numeric_limits<size_t>::max() / multiplier) {
-    badValue("SHARC_CHUNK_BYTES", value, "a value that fits in size_t (>= 4096)");
+    badValue(variable, value, "a value that fits in size_t (>= 4096)");
   }
   const uint64_t bytes = count * multiplier;
-  if (bytes < 4096) badValue("SHARC_CHUNK_BYTES", value, expected);
+  if (bytes < 4096) badValue(variable, value, expected);
   return static_cast<size_t>(bytes);
 }
 
@@ -177,6 +178,8 @@ Config Config::load() {
     config.chunkBytes = parseChunkBytes(*v);
     config.chunkBytesSet = true;
   }
+  if (auto v = envValue("SHARC_GPU_STAGING_CHUNK"))
+    config.gpuStagingChunkBytes = parseChunkBytes(*v, "SHARC_GPU_STAGING_CHUNK");
   if (auto v = envValue("SHARC_TUNER_FILE")) {
     std::ifstream in(*v);
     std::stringstream text;
@@ -191,6 +194,7 @@ Config Config::load() {
   if (auto v = envValue("SHARC_TOPO_FILE")) config.topoFile = *v;
   if (auto v = envValue("SHARC_CMA")) config.cma = parseSwitch("SHARC_CMA", *v);
   if (auto v = envValue("SHARC_SHM")) config.shm = parseSwitch("SHARC_SHM", *v);
+  if (auto v = envValue("SHARC_CUDA_IPC")) config.cudaIpc = parseSwitch("SHARC_CUDA_IPC", *v);
   if (auto v = envValue("SHARC_HIER_PROXY")) {
     if (*v != "auto" && *v != "rail" && *v != "rotated")
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");

@@ -27,6 +27,9 @@ struct Config {
   /// The settings of SHARC_TUNER_FILE (key -> value; see kTunerKeys).
   std::map<std::string, double> tuner;
   bool shm = true;  ///< SHARC_SHM: ranks of one node exchange through sharc's shared memory
+  /// SHARC_CUDA_IPC: stream-ordered collectives among ranks of one host map each other's
+  /// device buffers through CUDA IPC (0: they stage through host memory like remote ranks).
+  bool cudaIpc = true;
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;
@@ -39,6 +42,9 @@ struct Config {
   /// striped over them. Empty: the NICs the host topology places the rank on.
   std::vector<std::string> nics;
   std::string topoFile;  ///< SHARC_TOPO_FILE: hwloc XML topology to use instead of the live one
+  /// SHARC_GPU_STAGING_CHUNK: bytes per rank of each chunk that a collective on CUDA buffers
+  /// stages through host memory (>= 4096)
+  size_t gpuStagingChunkBytes = size_t{4} << 20;
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and
   /// the expected form when a value is malformed.

@@ -1,0 +1,123 @@
+// The stream-ordered collectives of sharc::Communicator: validation here, the work in
+// gpu::StreamExecutor (one per communicator, made by the first call). Without CUDA built in
+// they throw InvalidUsage.
+#include <sharc/communicator.hpp>
+#include <sharc/cuda.hpp>
+
+#include "communicator_impl.hpp"
+#include "core/log.hpp"
+
+#if SHARC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "gpu/cuda_check.hpp"
+#include "gpu/stream_executor.hpp"
+#else
+namespace sharc::gpu {
+class StreamExecutor {};  // nothing to run without CUDA
+}  // namespace sharc::gpu
+#endif
+
+namespace sharc {
+namespace detail {
+
+CommunicatorImpl::CommunicatorImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
+CommunicatorImpl::~CommunicatorImpl() = default;
+
+void CommunicatorImpl::startStream(algo::CollKind kind, const void* send, void* recv, size_t count,
+                                   DataType type, RedOp op, int root, CudaStream stream) {
+  validate(kind, send, recv, count, type, op, root);
+  const std::string call =
+      "rank " + std::to_string(state_->rank) + ": " + algo::collKindName(kind) + "(stream)";
+  std::string why;
+  if (!cudaAvailable(&why))
+    throw Error(Result::InvalidUsage,
+                call + ": stream-ordered collectives need CUDA, which is not usable here: " + why);
+#if SHARC_HAVE_CUDA
+  gpu::StreamCall c;
+  switch (kind) {
+    case algo::CollKind::AllGather: c.kind = gpu::CallKind::AllGather; break;
+    case algo::CollKind::ReduceScatter: c.kind = gpu::CallKind::ReduceScatter; break;
+    case algo::CollKind::AllReduce: c.kind = gpu::CallKind::AllReduce; break;
+    case algo::CollKind::Broadcast: c.kind = gpu::CallKind::Broadcast; break;
+    default: throw Error(Result::InternalError, call + ": no stream-ordered form");
+  }
+  c.send = send;
+  c.recv = recv;
+  c.count = count;
+  c.type = type;
+  c.op = op;
+  c.root = root;
+  c.stream = stream;
+  // The device of the buffers, else the caller's current one (host buffers).
+  c.device = memoryDevice(recv);
+  if (c.device < 0) SHARC_CUDA_CHECK(cudaGetDevice(&c.device));
+  std::lock_guard<std::mutex> lock(streamMu_);
+  if (!streamExecutor_) {
+    // Collective: every rank makes its first stream-ordered call at the same point. The
+    // worker gets a communicator of its own, so its calls never interleave with the caller's.
+    std::shared_ptr<Communicator> own = split(0, state_->rank);
+    streamExecutor_ = std::make_unique<gpu::StreamExecutor>(std::move(own), state_->timeout);
+    SHARC_INFO(call << ": stream-ordered calls start (device " << c.device << ")");
+  }
+  streamExecutor_->enqueue(c);
+#else
+  (void)stream;
+#endif
+}
+
+Result CommunicatorImpl::streamAsyncError(std::string* message) const {
+#if SHARC_HAVE_CUDA
+  std::lock_guard<std::mutex> lock(streamMu_);
+  if (streamExecutor_) return streamExecutor_->asyncError(message);
+#endif
+  if (message) message->clear();
+  return Result::Success;
+}
+
+void CommunicatorImpl::synchronizeStreamCalls(std::chrono::milliseconds timeout) {
+#if SHARC_HAVE_CUDA
+  std::lock_guard<std::mutex> lock(streamMu_);
+  if (streamExecutor_) streamExecutor_->synchronize(timeout);
+#else
+  (void)timeout;
+#endif
+}
+
+void CommunicatorImpl::stopStreamCalls() noexcept {
+  std::unique_ptr<gpu::StreamExecutor> executor;
+  {
+    std::lock_guard<std::mutex> lock(streamMu_);
+    executor = std::move(streamExecutor_);
+  }
+  executor.reset();  // finishes the queued calls, then destroys the worker's communicator
+}
+
+}  // namespace detail
+
+using algo::CollKind;
+
+void Communicator::allGather(const void* s, void* r, size_t count, DataType type,
+                             CudaStream stream) {
+  impl_->startStream(CollKind::AllGather, s, r, count, type, RedOp::Sum, 0, stream);
+}
+void Communicator::reduceScatter(const void* s, void* r, size_t count, DataType type, RedOp op,
+                                 CudaStream stream) {
+  impl_->startStream(CollKind::ReduceScatter, s, r, count, type, op, 0, stream);
+}
+void Communicator::allReduce(const void* s, void* r, size_t count, DataType type, RedOp op,
+                             CudaStream stream) {
+  impl_->startStream(CollKind::AllReduce, s, r, count, type, op, 0, stream);
+}
+void Communicator::broadcast(const void* s, void* r, size_t count, DataType type, int root,
+                             CudaStream stream) {
+  impl_->startStream(CollKind::Broadcast, s, r, count, type, RedOp::Sum, root, stream);
+}
+Result Communicator::asyncError(std::string* message) const {
+  return impl_->streamAsyncError(message);
+}
+void Communicator::synchronizeStreamCalls(std::chrono::milliseconds timeout) {
+  impl_->synchronizeStreamCalls(timeout);
+}
+
+}  // namespace sharc
