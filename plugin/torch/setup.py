@@ -6,6 +6,11 @@ Python running this, and installs the `sharc` package:
 Build requirements (no PyPI needed): torch with its headers, setuptools, CMake >= 3.25, a C++20
 compiler, pkg-config, libfabric and hwloc development files. SHARC_JOBS sets the build's
 parallelism (default: the number of CPUs).
+
+CUDA tensors: the extension itself needs no CUDA headers (it uses torch's device-generic
+APIs), but libsharc runs the stream-ordered collectives only when built with CUDA. With a torch
+that has CUDA, libsharc is built with CUDA when CMake finds nvcc (on PATH, $CUDACXX, or torch's
+CUDA_HOME); with a CPU-only torch it is built without. SHARC_WITH_CUDA=ON/OFF overrides both.
 """
 import os
 import pathlib
@@ -13,11 +18,32 @@ import shutil
 import subprocess
 
 from setuptools import setup
+import torch
 from torch.utils.cpp_extension import BuildExtension, CppExtension, include_paths
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SOURCES = ["backend.cc", "backend_p2p.cc", "module.cc", "tensor_args.cc", "work.cc"]
+SOURCES = ["backend.cc", "backend_p2p.cc", "cuda_work.cc", "launch.cc", "module.cc",
+           "tensor_args.cc", "work.cc"]
+
+
+def _cuda_configure():
+    """CMake arguments and environment for libsharc's CUDA choice (see the module docstring);
+    always explicit, so that a cached build directory follows the choice of this build."""
+    env = dict(os.environ)
+    choice = os.environ.get("SHARC_WITH_CUDA", "").strip().upper()
+    if choice in ("0", "OFF", "NO", "FALSE") or (not choice and torch.version.cuda is None):
+        return ["-DSHARC_WITH_CUDA=OFF"], env
+    if not env.get("CUDACXX") and not shutil.which("nvcc"):
+        from torch.utils.cpp_extension import CUDA_HOME
+        nvcc = pathlib.Path(CUDA_HOME or "/usr/local/cuda") / "bin" / "nvcc"
+        if nvcc.exists():
+            env["CUDACXX"] = str(nvcc)
+    if choice or env.get("CUDACXX") or shutil.which("nvcc"):
+        return ["-DSHARC_WITH_CUDA=ON"], env
+    print("sharc: torch has CUDA but no nvcc was found: libsharc is built without CUDA, and "
+          "collectives on CUDA tensors will fail (set CUDACXX or put nvcc on PATH)")
+    return ["-DSHARC_WITH_CUDA=OFF"], env
 
 
 class BuildWithSharc(BuildExtension):
@@ -28,11 +54,14 @@ class BuildWithSharc(BuildExtension):
         jobs = os.environ.get("SHARC_JOBS", str(os.cpu_count() or 2))
         configure = ["cmake", "-S", str(ROOT), "-B", str(core), "-DCMAKE_BUILD_TYPE=Release",
                      "-DSHARC_BUILD_TESTS=OFF", "-DSHARC_BUILD_BENCHMARKS=OFF",
-                     "-DSHARC_WITH_MPI=OFF", "-DSHARC_WITH_CUDA=OFF"]
+                     "-DSHARC_WITH_MPI=OFF"]
+        cuda_args, env = _cuda_configure()
+        configure += cuda_args
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"]
-        subprocess.check_call(configure)
-        subprocess.check_call(["cmake", "--build", str(core), "--target", "sharc", "-j", jobs])
+        subprocess.check_call(configure, env=env)
+        subprocess.check_call(["cmake", "--build", str(core), "--target", "sharc", "-j", jobs],
+                              env=env)
         libdir = core / "src" / "api"
         for ext in self.extensions:
             ext.library_dirs.append(str(libdir))
@@ -65,7 +94,7 @@ setup(
             name="sharc._C",
             sources=[f"csrc/{s}" for s in SOURCES],
             include_dirs=[str(ROOT / "include"), str(HERE / "csrc")],
-            libraries=["sharc"],
+            libraries=["sharc", "dl"],
             # torch's headers as system headers: -Wall -Wextra then speak of sharc's code only.
             extra_compile_args=["-std=c++20", "-Wall", "-Wextra", "-O2"]
             + [f"-isystem{p}" for p in include_paths()],

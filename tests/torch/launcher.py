@@ -5,7 +5,8 @@ initialised, and returns what each rank returned (or raises with the failing ran
 
 The ranks rendezvous through a FileStore in a fresh temporary directory (init="file", no port)
 or a TCPStore on a free loopback port (init="tcp"). `fn` must be a module-level function
-(the processes are spawned, not forked).
+(the processes are spawned, not forked). `device_id` (e.g. "cuda:0") is passed on to
+init_process_group.
 """
 import os
 import socket
@@ -23,7 +24,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _child(rank, world_size, backend, init_method, env, fn, args, results):
+def _child(rank, world_size, backend, init_method, env, fn, args, results, device_id=None):
     import datetime
 
     os.environ.update(env)
@@ -44,6 +45,7 @@ def _child(rank, world_size, backend, init_method, env, fn, args, results):
             rank=rank,
             world_size=world_size,
             timeout=datetime.timedelta(seconds=DEFAULT_TIMEOUT_S),
+            **({"device_id": torch.device(device_id)} if device_id else {}),
         )
         try:
             out = fn(rank, world_size, *args)
@@ -60,7 +62,7 @@ def _child(rank, world_size, backend, init_method, env, fn, args, results):
 
 
 def run_ranks(world_size, fn, *args, backend="sharc", init="file", env=None,
-              timeout=DEFAULT_TIMEOUT_S):
+              timeout=DEFAULT_TIMEOUT_S, device_id=None):
     """Runs fn(rank, world_size, *args) on `world_size` ranks; returns the results by rank."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -73,7 +75,8 @@ def run_ranks(world_size, fn, *args, backend="sharc", init="file", env=None,
         child_env.update(env or {})
         procs = [
             ctx.Process(target=_child,
-                        args=(r, world_size, backend, init_method, child_env, fn, args, results))
+                        args=(r, world_size, backend, init_method, child_env, fn, args, results,
+                              device_id))
             for r in range(world_size)
         ]
         for p in procs:

@@ -47,8 +47,10 @@ ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& stor
     std::vector<int> members;
     for (int64_t g : globalRanks)
       if (g >= 0 && g < parent->size()) members.push_back(static_cast<int>(g));
-    if (members.size() == globalRanks.size() && members[static_cast<size_t>(rank)] == parent->rank()) {
-      comm_ = engineCall("new_group", rank, [&] { return parent->subgroup(members, exchange, timeout); });
+    if (members.size() == globalRanks.size() &&
+        members[static_cast<size_t>(rank)] == parent->rank()) {
+      comm_ = engineCall("new_group", rank,
+                         [&] { return parent->subgroup(members, exchange, timeout); });
       carved = true;
     }
   }
@@ -66,8 +68,8 @@ ProcessGroupSharc::~ProcessGroupSharc() {
   if (comm_) comm_->destroy();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::track(c10::intrusive_ptr<SharcWork> work,
-                                                        const std::vector<sharc::Request>& requests) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::track(
+    c10::intrusive_ptr<SharcWork> work, const std::vector<sharc::Request>& requests) {
   if (coalescing_) {
     coalesced_.insert(coalesced_.end(), requests.begin(), requests.end());
     coalescedWorks_.push_back(work);
@@ -75,35 +77,69 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::track(c10::intrusive_ptr<Sharc
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::makeWork(
-    c10d::OpType type, const std::string& call, std::vector<sharc::Request> requests,
-    std::vector<at::Tensor> outputs, std::vector<at::Tensor> keepAlive,
-    std::function<void()> onSuccess) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::makeWork(c10d::OpType type,
+                                                           const std::string& call,
+                                                           std::vector<sharc::Request> requests,
+                                                           std::vector<at::Tensor> outputs,
+                                                           std::vector<at::Tensor> keepAlive,
+                                                           std::function<void()> onSuccess) {
   ++seq_;
   const std::vector<sharc::Request> copy = coalescing_ ? requests : std::vector<sharc::Request>{};
-  auto work = c10::make_intrusive<SharcWork>(rank_, type, call, std::move(requests),
-                                             std::move(outputs), std::move(keepAlive),
-                                             std::move(onSuccess));
+  auto work =
+      c10::make_intrusive<SharcWork>(rank_, type, call, std::move(requests), std::move(outputs),
+                                     std::move(keepAlive), std::move(onSuccess));
   return track(std::move(work), copy);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::trackCuda(c10::intrusive_ptr<CudaWork> work) {
+  ++seq_;
+  if (coalescing_) coalescedCuda_.push_back(work);
+  return work;
+}
+
+const ProcessGroupSharc::DeviceStreams& ProcessGroupSharc::deviceStreams(c10::Device device) {
+  std::lock_guard<std::mutex> lock(streamsMu_);
+  auto it = streams_.find(device.index());
+  if (it == streams_.end()) {
+    const c10::Stream internal = poolStream(device);
+    it = streams_
+             .emplace(device.index(),
+                      DeviceStreams{internal, nativeCudaStream(internal), poolStream(device)})
+             .first;
+  }
+  return it->second;
 }
 
 void ProcessGroupSharc::startCoalescing() {
   coalescing_ = true;
   coalesced_.clear();
   coalescedWorks_.clear();
+  coalescedCuda_.clear();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::endCoalescing() {
   coalescing_ = false;
+  const std::string call = "coalesced operations";
   std::vector<at::Tensor> outputs;
   for (auto& w : coalescedWorks_)
     for (auto& t : w->result()) outputs.push_back(t);
+  for (auto& w : coalescedCuda_)
+    for (auto& t : w->result()) outputs.push_back(t);
   auto works = std::move(coalescedWorks_);
-  // The member works finish (copy out) when this one does.
-  return c10::make_intrusive<SharcWork>(rank_, c10d::OpType::COALESCED, "coalesced operations",
-                                        std::move(coalesced_), std::move(outputs),
-                                        std::vector<at::Tensor>{}, [works] {
-                                          for (auto& w : works) w->wait(std::chrono::milliseconds(0));
+  auto cuda = std::move(coalescedCuda_);
+  // CUDA only: the member works ran in order on one internal stream; one end event after
+  // them stands for all.
+  if (!cuda.empty() && works.empty())
+    return c10::make_intrusive<CudaWork>(rank_, c10d::OpType::COALESCED, call, comm_,
+                                         cuda.back()->stream(), std::move(outputs));
+  // The member works finish (copy out) when this one does; CUDA ones are waited for on the
+  // host.
+  return c10::make_intrusive<SharcWork>(rank_, c10d::OpType::COALESCED, call, std::move(coalesced_),
+                                        std::move(outputs), std::vector<at::Tensor>{},
+                                        [works, cuda] {
+                                          for (auto& w : works)
+                                            w->wait(std::chrono::milliseconds(0));
+                                          for (auto& w : cuda) w->hostSynchronize();
                                         });
 }
 
@@ -113,12 +149,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::broadcast(std::vector<at::Tens
   at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
   checkWritable(call, rank_, t, "broadcast");
   if (opts.rootTensor != 0) reject(call, rank_, "rootTensor must be 0 (one tensor per process)");
-  const Layout l = transportLayout(t);
-  auto req = engineCall(call, rank_, [&] {
-    return comm_->ibroadcast(t.data_ptr(), t.data_ptr(), l.count, l.type,
-                             static_cast<int>(opts.rootRank));
-  });
-  return makeWork(c10d::OpType::BROADCAST, call, {req}, {t});
+  Launch launch(*this, call, t.device());
+  launch.broadcast(t, static_cast<int>(opts.rootRank));
+  return launch.finish(c10d::OpType::BROADCAST, {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce(std::vector<at::Tensor>& tensors,
@@ -127,28 +160,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce(std::vector<at::Tens
   at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
   checkWritable(call, rank_, t, "all_reduce");
   const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
+  Launch launch(*this, call, t.device());
   if (red.premul) t.mul_(*red.premul);
-  auto req = engineCall(call, rank_, [&] {
-    return comm_->iallReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                             *nativeType(t.scalar_type()), red.op);
-  });
-  return makeWork(c10d::OpType::ALLREDUCE, call, {req}, {t});
+  launch.allReduce(t, t, red.op);
+  return launch.finish(c10d::OpType::ALLREDUCE, {t});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const std::string call = "all_reduce_coalesced";
-  std::vector<sharc::Request> reqs;
+  Launch launch(*this, call, tensors.empty() ? c10::Device(c10::kCPU) : tensors[0].device());
   for (at::Tensor& t : tensors) {
     checkWritable(call, rank_, t, "all_reduce_coalesced");
     const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
     if (red.premul) t.mul_(*red.premul);
-    reqs.push_back(engineCall(call, rank_, [&] {
-      return comm_->iallReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                               *nativeType(t.scalar_type()), red.op);
-    }));
+    launch.allReduce(t, t, red.op);
   }
-  return makeWork(c10d::OpType::ALLREDUCE_COALESCED, call, std::move(reqs), tensors);
+  return launch.finish(c10d::OpType::ALLREDUCE_COALESCED, tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce(std::vector<at::Tensor>& tensors,
@@ -159,20 +187,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce(std::vector<at::Tensor>
   if (opts.rootRank < 0 || opts.rootRank >= size_)
     reject(call, rank_, "root " + std::to_string(opts.rootRank) + " out of range");
   const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
+  Launch launch(*this, call, t.device());
   // Every rank reduces; only the root keeps the result (the others' tensors are unchanged).
   const bool root = opts.rootRank == rank_;
   at::Tensor src = red.premul ? (root ? t.mul_(*red.premul) : t.mul(*red.premul)) : t;
   at::Tensor dst = root ? t : at::empty_like(t);
-  auto req = engineCall(call, rank_, [&] {
-    return comm_->iallReduce(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(t.numel()),
-                             *nativeType(t.scalar_type()), red.op);
-  });
-  return makeWork(c10d::OpType::REDUCE, call, {req}, {t}, {src, dst});
+  launch.keep(src);
+  launch.keep(dst);
+  launch.allReduce(src, dst, red.op);
+  return launch.finish(c10d::OpType::REDUCE, {t});
 }
 
-sharc::Request ProcessGroupSharc::allGatherOne(const std::string& call, at::Tensor& output,
-                                               const at::Tensor& input,
-                                               std::vector<at::Tensor>& keepAlive) {
+void ProcessGroupSharc::allGatherOne(Launch& launch, const std::string& call, at::Tensor& output,
+                                     const at::Tensor& input) {
   at::Tensor in = readable(call, rank_, input);
   checkWritable(call, rank_, output, "output");
   checkSameType(call, rank_, output, in);
@@ -180,19 +207,17 @@ sharc::Request ProcessGroupSharc::allGatherOne(const std::string& call, at::Tens
     reject(call, rank_,
            "output has " + std::to_string(output.numel()) + " elements (expected world size " +
                std::to_string(size_) + " x input's " + std::to_string(in.numel()) + ")");
-  keepAlive.push_back(in);
-  const Layout l = transportLayout(in);
-  return engineCall(call, rank_, [&] {
-    return comm_->iallGather(in.data_ptr(), output.data_ptr(), l.count, l.type);
-  });
+  launch.keep(in);
+  launch.allGather(in, output);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::_allgather_base(at::Tensor& output,
+                                                                  at::Tensor& input,
+                                                                  const c10d::AllgatherOptions&) {
   const std::string call = "all_gather_into_tensor";
-  std::vector<at::Tensor> keep;
-  auto req = allGatherOne(call, output, input, keep);
-  return makeWork(c10d::OpType::_ALLGATHER_BASE, call, {req}, {output}, std::move(keep));
+  Launch launch(*this, call, input.device());
+  allGatherOne(launch, call, output, input);
+  return launch.finish(c10d::OpType::_ALLGATHER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_into_tensor_coalesced(
@@ -203,11 +228,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_into_tensor_coalesce
     reject(call, rank_,
            std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) +
                " inputs");
-  std::vector<at::Tensor> keep;
-  std::vector<sharc::Request> reqs;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    reqs.push_back(allGatherOne(call, outputs[i], inputs[i], keep));
-  return makeWork(c10d::OpType::COALESCED, call, std::move(reqs), outputs, std::move(keep));
+  Launch launch(*this, call, inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device());
+  for (size_t i = 0; i < inputs.size(); ++i) allGatherOne(launch, call, outputs[i], inputs[i]);
+  return launch.finish(c10d::OpType::COALESCED, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather(
@@ -220,14 +243,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather(
            "expected one list of " + std::to_string(size_) + " output tensors per process");
   std::vector<at::Tensor> outs = outputs[0];
   checkUniform(call, rank_, outs, in.scalar_type(), in.numel(), "output");
+  Launch launch(*this, call, in.device());
   at::Tensor flat = at::empty({in.numel() * size_}, in.options());
-  std::vector<at::Tensor> keep{in, flat};
-  auto req = allGatherOne(call, flat, in, keep);
+  launch.keep(flat);
+  allGatherOne(launch, call, flat, in);
   const int64_t n = in.numel();
-  return makeWork(c10d::OpType::ALLGATHER, call, {req}, outs, std::move(keep), [outs, flat, n] {
+  launch.then([outs, flat, n] {
     for (size_t r = 0; r < outs.size(); ++r)
       outs[r].copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(outs[r].sizes()));
   });
+  return launch.finish(c10d::OpType::ALLGATHER, outs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_coalesced(
@@ -245,8 +270,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_coalesced(
              "output list " + std::to_string(r) + " has " + std::to_string(outputLists[r].size()) +
                  " tensors (expected one per input: " + std::to_string(inputs.size()) + ")");
   // Each input is gathered on its own (shapes may differ), then copied into the lists.
-  std::vector<sharc::Request> reqs;
-  std::vector<at::Tensor> keep, outs, flats;
+  Launch launch(*this, call, inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device());
+  std::vector<at::Tensor> outs, flats;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor in = readable(call, rank_, inputs[i]);
     std::vector<at::Tensor> column;
@@ -254,27 +279,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allgather_coalesced(
     checkUniform(call, rank_, column, in.scalar_type(), in.numel(), "output");
     at::Tensor flat = at::empty({in.numel() * size_}, in.options());
     flats.push_back(flat);
-    keep.push_back(flat);
-    reqs.push_back(allGatherOne(call, flat, in, keep));
+    launch.keep(flat);
+    allGatherOne(launch, call, flat, in);
   }
   for (auto& list : outputLists) outs.insert(outs.end(), list.begin(), list.end());
-  auto lists = outputLists;
-  return makeWork(c10d::OpType::ALLGATHER_COALESCED, call, std::move(reqs), outs,
-                  std::move(keep), [lists, flats] {
-                    for (size_t i = 0; i < flats.size(); ++i) {
-                      const int64_t n = flats[i].numel() / static_cast<int64_t>(lists.size());
-                      for (size_t r = 0; r < lists.size(); ++r)
-                        lists[r][i].copy_(flats[i]
-                                              .narrow(0, static_cast<int64_t>(r) * n, n)
-                                              .view(lists[r][i].sizes()));
-                    }
-                  });
+  launch.then([lists = outputLists, flats] {
+    for (size_t i = 0; i < flats.size(); ++i) {
+      const int64_t n = flats[i].numel() / static_cast<int64_t>(lists.size());
+      for (size_t r = 0; r < lists.size(); ++r)
+        lists[r][i].copy_(
+            flats[i].narrow(0, static_cast<int64_t>(r) * n, n).view(lists[r][i].sizes()));
+    }
+  });
+  return launch.finish(c10d::OpType::ALLGATHER_COALESCED, outs);
 }
 
-sharc::Request ProcessGroupSharc::reduceScatterOne(const std::string& call, at::Tensor& output,
-                                                   const at::Tensor& input,
-                                                   const c10d::ReduceOp& op,
-                                                   std::vector<at::Tensor>& keepAlive) {
+void ProcessGroupSharc::reduceScatterOne(Launch& launch, const std::string& call,
+                                         at::Tensor& output, const at::Tensor& input,
+                                         const c10d::ReduceOp& op) {
   at::Tensor in = readable(call, rank_, input);
   checkWritable(call, rank_, output, "output");
   checkSameType(call, rank_, output, in);
@@ -284,20 +306,16 @@ sharc::Request ProcessGroupSharc::reduceScatterOne(const std::string& call, at::
                std::to_string(size_) + " x output's " + std::to_string(output.numel()) + ")");
   const Reduction red = mapReduction(call, rank_, op, in.scalar_type());
   if (red.premul) in = in.mul(*red.premul);
-  keepAlive.push_back(in);
-  return engineCall(call, rank_, [&] {
-    return comm_->ireduceScatter(in.data_ptr(), output.data_ptr(),
-                                 static_cast<size_t>(output.numel()),
-                                 *nativeType(in.scalar_type()), red.op);
-  });
+  launch.keep(in);
+  launch.reduceScatter(in, output, red.op);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const std::string call = "reduce_scatter_tensor";
-  std::vector<at::Tensor> keep;
-  auto req = reduceScatterOne(call, output, input, opts.reduceOp, keep);
-  return makeWork(c10d::OpType::_REDUCE_SCATTER_BASE, call, {req}, {output}, std::move(keep));
+  Launch launch(*this, call, input.device());
+  reduceScatterOne(launch, call, output, input, opts.reduceOp);
+  return launch.finish(c10d::OpType::_REDUCE_SCATTER_BASE, {output});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter_tensor_coalesced(
@@ -308,11 +326,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter_tensor_coalesce
     reject(call, rank_,
            std::to_string(outputs.size()) + " outputs for " + std::to_string(inputs.size()) +
                " inputs");
-  std::vector<at::Tensor> keep;
-  std::vector<sharc::Request> reqs;
+  Launch launch(*this, call, inputs.empty() ? c10::Device(c10::kCPU) : inputs[0].device());
   for (size_t i = 0; i < inputs.size(); ++i)
-    reqs.push_back(reduceScatterOne(call, outputs[i], inputs[i], opts.reduceOp, keep));
-  return makeWork(c10d::OpType::COALESCED, call, std::move(reqs), outputs, std::move(keep));
+    reduceScatterOne(launch, call, outputs[i], inputs[i], opts.reduceOp);
+  return launch.finish(c10d::OpType::COALESCED, outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter(
@@ -327,12 +344,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::reduce_scatter(
   std::vector<at::Tensor> flat;
   for (const at::Tensor& t : inputs[0]) flat.push_back(readable(call, rank_, t).reshape({-1}));
   const at::Tensor joined = at::cat(flat);
-  std::vector<at::Tensor> keep{joined};
-  auto req = reduceScatterOne(call, out, joined, opts.reduceOp, keep);
-  return makeWork(c10d::OpType::REDUCE_SCATTER, call, {req}, {out}, std::move(keep));
+  Launch launch(*this, call, joined.device());
+  launch.keep(joined);
+  reduceScatterOne(launch, call, out, joined, opts.reduceOp);
+  return launch.finish(c10d::OpType::REDUCE_SCATTER, {out});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::barrier(const c10d::BarrierOptions&) {
+  // A host barrier. After CUDA collectives it first waits until the engine has run them, so
+  // that, as with NCCL, the collectives issued before the barrier are complete after it.
+  if (streamCalls_.exchange(false))
+    engineCall("barrier", rank_, [&] { comm_->synchronizeStreamCalls(); });
   auto req = engineCall("barrier", rank_, [&] { return comm_->ibarrier(); });
   return makeWork(c10d::OpType::BARRIER, "barrier", {req}, {});
 }

@@ -4,16 +4,24 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sharc/communicator.hpp>
 #include <string>
 #include <vector>
 
+#include "cuda_work.hpp"
+#include "launch.hpp"
 #include "work.hpp"
 
 namespace sharc::torch_backend {
 
+/// One backend serves both CPU and CUDA tensors (torch registers it for both devices):
+/// CPU tensors go through the engine's host collectives, CUDA tensors through its
+/// stream-ordered ones on an internal stream per device (see launch.hpp, cuda_work.hpp).
 class ProcessGroupSharc final : public c10d::Backend {
  public:
   /// Joins the group (collective over its ranks). `globalRanks` (empty for the default group)
@@ -74,8 +82,7 @@ class ProcessGroupSharc final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
   // Sequence numbers (torch's debug wrapper checks that ranks agree on them).
   void setSequenceNumberForGroup() override {}
@@ -86,6 +93,9 @@ class ProcessGroupSharc final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
+  friend class Launch;
+  friend class HostStaging;
+
   // Wraps the requests of one call in a work (and records them while coalescing).
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<SharcWork> work,
                                        const std::vector<sharc::Request>& requests);
@@ -94,18 +104,32 @@ class ProcessGroupSharc final : public c10d::Backend {
                                           std::vector<at::Tensor> outputs,
                                           std::vector<at::Tensor> keepAlive = {},
                                           std::function<void()> onSuccess = {});
-  // Starts one reduce-scatter of input into output (PREMUL_SUM scales a copy first).
-  sharc::Request reduceScatterOne(const std::string& call, at::Tensor& output,
-                                  const at::Tensor& input, const c10d::ReduceOp& op,
-                                  std::vector<at::Tensor>& keepAlive);
-  sharc::Request allGatherOne(const std::string& call, at::Tensor& output, const at::Tensor& input,
-                              std::vector<at::Tensor>& keepAlive);
+  // Counts a CUDA work (and records it while coalescing).
+  c10::intrusive_ptr<c10d::Work> trackCuda(c10::intrusive_ptr<CudaWork> work);
+  // Issues one reduce-scatter of input into output (PREMUL_SUM scales a copy first).
+  void reduceScatterOne(Launch& launch, const std::string& call, at::Tensor& output,
+                        const at::Tensor& input, const c10d::ReduceOp& op);
+  void allGatherOne(Launch& launch, const std::string& call, at::Tensor& output,
+                    const at::Tensor& input);
+
+  // The streams of one CUDA device, from torch's pool: `internal` runs the collectives,
+  // `staging` the copies back of staged operations (HostStaging in launch.hpp).
+  struct DeviceStreams {
+    c10::Stream internal;
+    sharc::CudaStream handle;  // internal's cudaStream_t
+    c10::Stream staging;
+  };
+  const DeviceStreams& deviceStreams(c10::Device device);
 
   std::shared_ptr<sharc::Communicator> comm_;
   uint64_t seq_ = 0;  // operations started on this group
   bool coalescing_ = false;
   std::vector<sharc::Request> coalesced_;
   std::vector<c10::intrusive_ptr<SharcWork>> coalescedWorks_;
+  std::vector<c10::intrusive_ptr<CudaWork>> coalescedCuda_;
+  std::mutex streamsMu_;
+  std::map<int, DeviceStreams> streams_;  // by CUDA device index
+  std::atomic<bool> streamCalls_{false};  // a stream-ordered call was made since the last barrier
 };
 
 /// The creator torch calls for every group of backend "sharc".

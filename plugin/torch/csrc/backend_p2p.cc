@@ -1,5 +1,6 @@
 // ProcessGroupSharc: send/recv and the collectives built from point-to-point groups
-// (gather, scatter, all-to-all).
+// (gather, scatter, all-to-all). The engine has no stream-ordered form of these: CUDA tensors
+// are staged through host memory (HostStaging in launch.hpp).
 #include <cstring>
 
 #include "backend.hpp"
@@ -46,7 +47,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::gather(
     const c10d::GatherOptions& opts) {
   const std::string call = "gather";
   checkRoot(call, rank_, size_, opts.rootRank);
-  const at::Tensor in = readable(call, rank_, single(call, rank_, inputs));
+  HostStaging staging(*this);
+  const at::Tensor in = staging.input(readable(call, rank_, single(call, rank_, inputs)));
   const int root = static_cast<int>(opts.rootRank);
   std::vector<sharc::PointToPoint> ops;
   std::vector<at::Tensor> outs, keep{in}, targets;
@@ -57,8 +59,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::gather(
     outs = outputs[0];
     checkUniform(call, rank_, outs, in.scalar_type(), in.numel(), "output");
     for (int r = 0; r < size_; ++r) {
-      const at::Tensor& out = outs[static_cast<size_t>(r)];
-      at::Tensor target = out.is_contiguous() ? out : at::empty(out.sizes(), out.options());
+      at::Tensor target = staging.target(outs[static_cast<size_t>(r)]);
       targets.push_back(target);
       if (r == rank_)
         target.copy_(in.view(target.sizes()));
@@ -72,10 +73,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::gather(
     ops.push_back(message(Kind::Send, root, in, kGatherTag));
   }
   auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
-  return makeWork(c10d::OpType::GATHER, call, {req}, outs, std::move(keep), [outs, targets] {
-    for (size_t r = 0; r < outs.size(); ++r)
-      if (!targets[r].is_same(outs[r])) outs[r].copy_(targets[r]);
-  });
+  return makeWork(c10d::OpType::GATHER, call, {req}, outs, std::move(keep),
+                  staging.done([outs, targets] {
+                    for (size_t r = 0; r < outs.size(); ++r)
+                      if (!targets[r].is_same(outs[r])) outs[r].copy_(targets[r]);
+                  }));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::scatter(
@@ -83,18 +85,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::scatter(
     const c10d::ScatterOptions& opts) {
   const std::string call = "scatter";
   checkRoot(call, rank_, size_, opts.rootRank);
-  at::Tensor& out = const_cast<at::Tensor&>(single(call, rank_, outputs));
-  checkWritable(call, rank_, out, "output");
+  at::Tensor& userOut = const_cast<at::Tensor&>(single(call, rank_, outputs));
+  checkWritable(call, rank_, userOut, "output");
+  HostStaging staging(*this);
+  at::Tensor out = staging.output(userOut);
   const int root = static_cast<int>(opts.rootRank);
   std::vector<sharc::PointToPoint> ops;
-  std::vector<at::Tensor> keep;
+  std::vector<at::Tensor> keep{out};
   if (rank_ == root) {
     if (inputs.size() != 1 || inputs[0].size() != static_cast<size_t>(size_))
       reject(call, rank_,
              "the root expects one list of " + std::to_string(size_) + " input tensors");
     checkUniform(call, rank_, inputs[0], out.scalar_type(), out.numel(), "input");
     for (int r = 0; r < size_; ++r) {
-      const at::Tensor in = readable(call, rank_, inputs[0][static_cast<size_t>(r)]);
+      const at::Tensor in = staging.input(readable(call, rank_, inputs[0][static_cast<size_t>(r)]));
       keep.push_back(in);
       if (r == rank_)
         out.copy_(in.view(out.sizes()));
@@ -107,17 +111,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::scatter(
     ops.push_back(message(Kind::Recv, root, out, kScatterTag));
   }
   auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
-  return makeWork(c10d::OpType::SCATTER, call, {req}, {out}, std::move(keep));
+  return makeWork(c10d::OpType::SCATTER, call, {req}, {userOut}, std::move(keep), staging.done());
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(at::Tensor& output,
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(at::Tensor& userOutput,
                                                                 at::Tensor& input,
                                                                 std::vector<int64_t>& outputSplits,
                                                                 std::vector<int64_t>& inputSplits,
                                                                 const c10d::AllToAllOptions&) {
   const std::string call = "all_to_all_single";
-  const at::Tensor in = readable(call, rank_, input);
-  checkWritable(call, rank_, output, "output");
+  checkWritable(call, rank_, userOutput, "output");
+  HostStaging staging(*this);
+  const at::Tensor in = staging.input(readable(call, rank_, input));
+  at::Tensor output = staging.output(userOutput);
   if (in.scalar_type() != output.scalar_type())
     reject(call, rank_, "input and output dtypes differ");
   if (in.dim() == 0 || output.dim() == 0) reject(call, rank_, "tensors need at least one dim");
@@ -165,7 +171,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall_base(at::Tensor& outp
     outOff += recvBytes;
   }
   auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
-  return makeWork(c10d::OpType::ALLTOALL_BASE, call, {req}, {output}, {in});
+  return makeWork(c10d::OpType::ALLTOALL_BASE, call, {req}, {userOutput}, {in, output},
+                  staging.done());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall(std::vector<at::Tensor>& outputs,
@@ -178,11 +185,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall(std::vector<at::Tenso
                std::to_string(inputs.size()) + " and " + std::to_string(outputs.size()));
   std::vector<sharc::PointToPoint> ops;
   std::vector<at::Tensor> keep;
+  HostStaging staging(*this);
   for (int r = 0; r < size_; ++r) {
-    const at::Tensor in = readable(call, rank_, inputs[static_cast<size_t>(r)]);
-    at::Tensor& out = outputs[static_cast<size_t>(r)];
-    checkWritable(call, rank_, out, "output");
+    checkWritable(call, rank_, outputs[static_cast<size_t>(r)], "output");
+    const at::Tensor in = staging.input(readable(call, rank_, inputs[static_cast<size_t>(r)]));
+    const at::Tensor out = staging.output(outputs[static_cast<size_t>(r)]);
     keep.push_back(in);
+    keep.push_back(out);
     if (r == rank_) {
       if (in.nbytes() != out.nbytes())
         reject(call, rank_, "this rank's own input and output sizes differ");
@@ -193,13 +202,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::alltoall(std::vector<at::Tenso
     }
   }
   auto req = engineCall(call, rank_, [&] { return comm_->igroup(ops); });
-  return makeWork(c10d::OpType::ALLTOALL, call, {req}, outputs, std::move(keep));
+  return makeWork(c10d::OpType::ALLTOALL, call, {req}, outputs, std::move(keep), staging.done());
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::send(std::vector<at::Tensor>& tensors,
                                                        int dstRank, int tag) {
   const std::string call = "send";
-  const at::Tensor t = readable(call, rank_, single(call, rank_, tensors));
+  HostStaging staging(*this);
+  const at::Tensor t = staging.input(readable(call, rank_, single(call, rank_, tensors)));
   auto req = engineCall(call, rank_, [&] {
     return comm_->isend(t.data_ptr(), t.nbytes(), dstRank, userTag(call, rank_, tag));
   });
@@ -209,14 +219,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::send(std::vector<at::Tensor>& 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recv(std::vector<at::Tensor>& tensors,
                                                        int srcRank, int tag) {
   const std::string call = "recv";
-  at::Tensor& t = const_cast<at::Tensor&>(single(call, rank_, tensors));
-  checkWritable(call, rank_, t, "recv");
+  at::Tensor& userT = const_cast<at::Tensor&>(single(call, rank_, tensors));
+  checkWritable(call, rank_, userT, "recv");
+  HostStaging staging(*this);
+  const at::Tensor t = staging.output(userT);
   auto req = engineCall(call, rank_, [&] {
     return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(call, rank_, tag));
   });
-  auto work =
-      c10::make_intrusive<SharcWork>(rank_, c10d::OpType::RECV, call,
-                                     std::vector<sharc::Request>{req}, std::vector<at::Tensor>{t});
+  auto work = c10::make_intrusive<SharcWork>(
+      rank_, c10d::OpType::RECV, call, std::vector<sharc::Request>{req},
+      std::vector<at::Tensor>{userT}, std::vector<at::Tensor>{t}, staging.done());
   work->setSourceRank(srcRank);
   ++seq_;
   return track(work, {req});

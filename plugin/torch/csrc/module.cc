@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "backend.hpp"
@@ -55,6 +56,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_engine_allreduce_us", &engineAllReduceUs, py::arg("backend"), py::arg("numel"),
         py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
         "Median microseconds of blocking float32 all-reduces issued to the engine directly.");
+  m.def(
+      "_cuda_available",
+      [] {
+        std::string why;
+        const bool ok = sharc::cudaAvailable(&why);
+        return py::make_tuple(ok, why);
+      },
+      "(usable, why not): whether libsharc can run collectives on CUDA tensors here.");
   m.attr("TORCH_VERSION_BUILT") = std::to_string(TORCH_VERSION_MAJOR) + "." +
                                   std::to_string(TORCH_VERSION_MINOR);
 }

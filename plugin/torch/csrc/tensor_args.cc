@@ -24,8 +24,7 @@ std::optional<sharc::DataType> nativeType(at::ScalarType type) {
 }
 
 Layout transportLayout(const at::Tensor& t) {
-  if (const auto type = nativeType(t.scalar_type()))
-    return {*type, static_cast<size_t>(t.numel())};
+  if (const auto type = nativeType(t.scalar_type())) return {*type, static_cast<size_t>(t.numel())};
   return {sharc::DataType::Uint8, static_cast<size_t>(t.numel()) * t.element_size()};
 }
 
@@ -54,13 +53,18 @@ Reduction mapReduction(const std::string& call, int rank, const c10d::ReduceOp& 
     case c10d::ReduceOp::PREMUL_SUM: {
       if (!isFloat)
         reject(call, rank,
-               std::string("PREMUL_SUM needs a floating-point tensor (got ") +
-                   c10::toString(type) + ")");
+               std::string("PREMUL_SUM needs a floating-point tensor (got ") + c10::toString(type) +
+                   ")");
       const auto* factor = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       if (factor == nullptr) reject(call, rank, "PREMUL_SUM without its factor");
       r.op = sharc::RedOp::Sum;
+      // A 0-dim host tensor: it scales CPU and CUDA tensors alike (as a scalar argument).
+      if (factor->tensor_factor.defined() && factor->tensor_factor.numel() != 1)
+        reject(call, rank,
+               "PREMUL_SUM's factor tensor has " + std::to_string(factor->tensor_factor.numel()) +
+                   " elements (expected one)");
       r.premul = factor->tensor_factor.defined()
-                     ? factor->tensor_factor.to(at::kCPU, type)
+                     ? factor->tensor_factor.to(at::kCPU, type).reshape({})
                      : at::scalar_tensor(factor->double_factor, at::TensorOptions().dtype(type));
       break;
     }
@@ -73,24 +77,24 @@ Reduction mapReduction(const std::string& call, int rank, const c10d::ReduceOp& 
 }
 
 namespace {
-void checkCpu(const std::string& call, int rank, const at::Tensor& t) {
+void checkDevice(const std::string& call, int rank, const at::Tensor& t) {
   if (!t.defined()) reject(call, rank, "undefined tensor");
-  if (!t.device().is_cpu())
+  if (!t.device().is_cpu() && !t.device().is_cuda())
     reject(call, rank,
            "tensor on " + t.device().str() +
-               ": this build of sharc's torch backend handles CPU tensors (register \"cpu:sharc\" "
-               "and keep another backend for other devices)");
+               ": sharc's torch backend handles CPU and CUDA tensors (map other devices to "
+               "another backend, e.g. \"cpu:sharc,cuda:sharc,xpu:xccl\")");
   if (t.is_sparse()) reject(call, rank, "sparse tensors are not supported");
 }
 }  // namespace
 
 at::Tensor readable(const std::string& call, int rank, const at::Tensor& t) {
-  checkCpu(call, rank, t);
+  checkDevice(call, rank, t);
   return t.is_contiguous() ? t : t.contiguous();
 }
 
 void checkWritable(const std::string& call, int rank, const at::Tensor& t, const char* role) {
-  checkCpu(call, rank, t);
+  checkDevice(call, rank, t);
   if (!t.is_contiguous())
     reject(call, rank,
            std::string(role) + " tensor is not contiguous (sizes " + c10::str(t.sizes()) +
@@ -107,8 +111,7 @@ void checkSameType(const std::string& call, int rank, const at::Tensor& output,
 
 const at::Tensor& single(const std::string& call, int rank, const std::vector<at::Tensor>& ts) {
   if (ts.size() != 1)
-    reject(call, rank,
-           "expected one tensor per process, got " + std::to_string(ts.size()));
+    reject(call, rank, "expected one tensor per process, got " + std::to_string(ts.size()));
   return ts[0];
 }
 

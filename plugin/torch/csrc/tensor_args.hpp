@@ -39,15 +39,16 @@ Layout transportLayout(const at::Tensor& t);
 /// (PREMUL_SUM).
 struct Reduction {
   sharc::RedOp op = sharc::RedOp::Sum;
-  std::optional<at::Tensor> premul;  ///< scalar factor (PREMUL_SUM)
+  std::optional<at::Tensor> premul;  ///< scalar factor (PREMUL_SUM): a 0-dim host tensor
 };
 /// Maps `op` for `type`; rejects what sharc cannot do (bitwise ops, AVG of integers).
 Reduction mapReduction(const std::string& call, int rank, const c10d::ReduceOp& op,
                        at::ScalarType type);
 
-/// A tensor sharc may read: on the CPU (contiguous copies are made of strided inputs).
+/// A tensor sharc may read: on the CPU or a CUDA device (contiguous copies are made of
+/// strided inputs, on the current stream).
 at::Tensor readable(const std::string& call, int rank, const at::Tensor& t);
-/// A tensor sharc writes into: on the CPU and contiguous, else rejected.
+/// A tensor sharc writes into: on the CPU or a CUDA device and contiguous, else rejected.
 void checkWritable(const std::string& call, int rank, const at::Tensor& t, const char* role);
 /// `output` has the dtype of `input`.
 void checkSameType(const std::string& call, int rank, const at::Tensor& output,

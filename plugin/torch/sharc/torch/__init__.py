@@ -1,12 +1,14 @@
-"""Registers sharc as the torch.distributed backend "sharc" (CPU tensors), so that
+"""Registers sharc as the torch.distributed backend "sharc" (CPU and CUDA tensors), so that
 
     import sharc.torch
     dist.init_process_group(backend="sharc")          # or "cpu:sharc,cuda:nccl"
 
 runs existing scripts (FSDP FULL_SHARD / HYBRID_SHARD, DDP, tensor parallel) over sharc.
 Each process group gets its rendezvous from the store torch hands it; sub-groups of the
-default group share its endpoint. Also exports mesh helpers for hybrid sharding and
-tensor parallelism.
+default group share its endpoint. One backend object serves both devices; CUDA tensors follow
+ProcessGroupNCCL's stream rules (a collective runs on the group's internal stream after the
+work queued on the current stream; ``Work.wait()`` makes the current stream wait for it).
+Also exports mesh helpers for hybrid sharding and tensor parallelism.
 """
 import datetime
 
@@ -16,9 +18,11 @@ import torch.distributed as dist
 from .. import _C
 from .mesh import hybrid_shard_mesh, ranks_per_node, tp_dp_mesh
 
-__all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "ranks_per_node", "BACKEND"]
+__all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "ranks_per_node", "BACKEND", "DEVICES"]
 
 BACKEND = "sharc"
+# The devices whose tensors the backend takes (torch maps both to one backend object).
+DEVICES = ["cpu", "cuda"]
 
 
 def _seconds(timeout):
@@ -38,4 +42,4 @@ def _create_backend(dist_opts, backend_opts):  # noqa: ARG001  (no sharc-specifi
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=DEVICES)
