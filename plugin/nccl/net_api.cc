@@ -55,8 +55,10 @@ ncclResult_t netDevices(int* ndev) {
 ncclResult_t netGetProperties(int dev, DeviceProperties& props, const char** name,
                               const char** pciPath) {
   return guarded("getProperties", [&] {
-    const NetDevice& d = device(dev, "getProperties");
+    NetDevice& d = device(dev, "getProperties");
+    const int ptrSupport = d.ptrSupport();  // decided on the first call (may start CUDA)
     props = d.properties();
+    props.ptrSupport = ptrSupport;
     *name = d.properties().name.c_str();
     *pciPath = d.properties().pciPath.empty() ? nullptr : d.properties().pciPath.c_str();
     return ncclSuccess;
@@ -117,28 +119,26 @@ ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhan
   return guarded("regMr", [&] {
     CommBase& c = dataComm(comm, "regMr");
     if (mhandle == nullptr) throw Error(Result::InvalidArgument, "regMr: mhandle is NULL");
-    if (type != NCCL_PTR_HOST)
-      throw Error(Result::InvalidArgument,
-                  "regMr: memory type " + std::to_string(type) + " on device " +
-                      c.device->properties().name +
-                      ", expected NCCL_PTR_HOST (ptrSupport): this provider has no GPU memory "
-                      "support (FI_HMEM)");
     if (data == nullptr && size > 0) throw Error(Result::InvalidArgument, "regMr: data is NULL");
     std::lock_guard<std::mutex> lock(c.device->mutex);
-    *mhandle = c.device->registerRegion(data, size, type);
+    // NCCL_PTR_CUDA only where ptrSupport has it; the refusal names the provider and why.
+    *mhandle = c.device->registerRegion(data, size, type, "regMr");
     return ncclSuccess;
   });
 }
 
-ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t, int fd,
+ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
                             void** mhandle) {
-  // A DMA-BUF only describes GPU memory here, which these providers cannot reach; host
-  // memory handed this way (fd -1) is registered as host memory.
+  // Without a DMA-BUF (fd -1) this is regMr.
   if (fd < 0) return netRegMr(comm, data, size, type, mhandle);
-  return guarded("regMrDmaBuf", [&]() -> ncclResult_t {
-    throw Error(Result::InvalidArgument,
-                "regMrDmaBuf: DMA-BUF registration is not supported (ptrSupport has no "
-                "NCCL_PTR_DMABUF)");
+  return guarded("regMrDmaBuf", [&] {
+    CommBase& c = dataComm(comm, "regMrDmaBuf");
+    if (mhandle == nullptr) throw Error(Result::InvalidArgument, "regMrDmaBuf: mhandle is NULL");
+    if (data == nullptr && size > 0)
+      throw Error(Result::InvalidArgument, "regMrDmaBuf: data is NULL");
+    std::lock_guard<std::mutex> lock(c.device->mutex);
+    *mhandle = c.device->registerRegion(data, size, type, "regMrDmaBuf", fd, offset);
+    return ncclSuccess;
   });
 }
 
@@ -178,11 +178,14 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, const size_t* sizes, c
   });
 }
 
-ncclResult_t netIflush(void* recvComm, int, void**, const int*, void**, void** request) {
+ncclResult_t netIflush(void* recvComm, int n, void** data, const int* sizes, void** mhandles,
+                       void** request) {
   return guarded("iflush", [&] {
-    commOf<RecvComm>(recvComm, CommKind::Recv, "iflush");
-    // Only host memory is received (ptrSupport): nothing to make visible to a GPU.
-    if (request != nullptr) *request = nullptr;
+    if (request == nullptr) throw Error(Result::InvalidArgument, "iflush: request is NULL");
+    *request = nullptr;  // NCCL: nothing to wait for
+    auto& comm = commOf<RecvComm>(recvComm, CommKind::Recv, "iflush");
+    std::lock_guard<std::mutex> lock(comm.device->mutex);
+    *request = comm.iflush(n, data, sizes, mhandles);
     return ncclSuccess;
   });
 }

@@ -242,18 +242,58 @@ NetRequest* RecvComm::irecv(int n, void** data, const size_t* sizes, const int* 
   return r;
 }
 
+NetRequest* RecvComm::iflush(int n, void** data, const int* sizes, void** mhandles) {
+  if (n < 0 || n > kMaxGroupedRecvs || (n > 0 && (data == nullptr || sizes == nullptr)))
+    throw Error(Result::InvalidArgument, "iflush: n = " + std::to_string(n) + " (expected 0.." +
+                                             std::to_string(kMaxGroupedRecvs) +
+                                             ") or a NULL data / sizes array");
+  // One read covers the group: it follows every write of the NIC before it. It reads the
+  // last buffer that received bytes into memory that needs it.
+  const MemoryRegion* target = nullptr;
+  uintptr_t addr = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < n; ++i) {
+    void* mh = mhandles != nullptr ? mhandles[i] : nullptr;
+    const size_t size = sizes[i] > 0 ? static_cast<size_t>(sizes[i]) : 0;
+    device->checkRegion(mh, data[i], size, "iflush");
+    if (size > 0 && mh != nullptr && device->flushNeeded(*static_cast<const MemoryRegion*>(mh))) {
+      target = static_cast<const MemoryRegion*>(mh);
+      addr = reinterpret_cast<uintptr_t>(data[i]);
+      bytes = size;
+    }
+  }
+  if (target == nullptr) return nullptr;  // host memory, or a provider that copies
+  NetRequest* r = pool.acquire(NetRequest::Use::Flush, this, device->selfPeer());
+  if (r == nullptr)  // NCCL holds fewer requests than a comm has; a NULL one would mean "done"
+    throw Error(Result::InternalError, "iflush: all " + std::to_string(kRequestsPerComm) +
+                                           " requests of the comm are in use");
+  r->n = 1;
+  try {
+    device->postFlushRead(*target, addr, bytes, r->transfers[0]);
+  } catch (...) {
+    pool.release(r);
+    throw;
+  }
+  r->pending = 1;
+  r->posted[0] = true;
+  return r;
+}
+
 // ---- test -------------------------------------------------------------------------------
 
 bool testRequest(NetRequest* r, int* sizes) {
   auto* comm = static_cast<CommBase*>(r->owner);
   if (comm == nullptr || (comm->kind != CommKind::Send && comm->kind != CommKind::Recv) ||
-      (r->use != NetRequest::Use::Send && r->use != NetRequest::Use::Recv))
+      (r->use != NetRequest::Use::Send && r->use != NetRequest::Use::Recv &&
+       r->use != NetRequest::Use::Flush))
     throw Error(Result::InvalidArgument, "test: not a live request of this plugin");
+  const char* what = r->use == NetRequest::Use::Send   ? "send"
+                     : r->use == NetRequest::Use::Recv ? "receive"
+                                                       : "flush";
   NetDevice& d = *comm->device;
   RequestPool& pool = comm->kind == CommKind::Send ? static_cast<SendComm*>(comm)->pool
                                                    : static_cast<RecvComm*>(comm)->pool;
-  const uint32_t peer = comm->kind == CommKind::Send ? static_cast<SendComm*>(comm)->peer
-                                                     : static_cast<RecvComm*>(comm)->peer;
+  const uint32_t peer = r->peer;  // the comm's peer; this process's own for a flush
   if (r->pending > 0) d.progress();
   if (r->pending > 0) {
     // The liveness check reads the clock: every 16th poll of a request is often enough.
@@ -265,8 +305,7 @@ bool testRequest(NetRequest* r, int* sizes) {
       r->error = Result::RemoteError;
       r->message = why;
     }
-    const std::string message = std::string(r->use == NetRequest::Use::Send ? "send" : "receive") +
-                                " failed: " + r->message;
+    const std::string message = std::string(what) + " failed: " + r->message;
     const Result code = r->error;
     r->cancelPosted(d.endpoint());
     // The pool keeps the request until its transfers drain; it is no longer NCCL's.
@@ -275,12 +314,10 @@ bool testRequest(NetRequest* r, int* sizes) {
   }
   const Result code = r->error;
   const std::string message = r->message;
-  const bool isSend = r->use == NetRequest::Use::Send;
   if (code == Result::Success && sizes != nullptr)
     for (int i = 0; i < r->n; ++i) sizes[i] = static_cast<int>(r->sizes[static_cast<size_t>(i)]);
   pool.release(r);
-  if (code != Result::Success)
-    throw Error(code, std::string(isSend ? "send" : "receive") + " failed: " + message);
+  if (code != Result::Success) throw Error(code, std::string(what) + " failed: " + message);
   return true;
 }
 

@@ -66,6 +66,9 @@ class RecvComm : public CommBase {
   ~RecvComm();
   /// Posts a grouped receive; nullptr when out of requests or the provider is busy.
   NetRequest* irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles);
+  /// After a receive of `sizes` bytes into `data`: a read that makes them visible to the GPU
+  /// where that takes one (NetDevice::flushNeeded), else nullptr (NCCL: nothing to wait for).
+  NetRequest* iflush(int n, void** data, const int* sizes, void** mhandles);
 
   RequestPool pool;
   uint32_t peer;

@@ -75,6 +75,15 @@ std::string pciPathOf(const std::string& dev) {
   return {};
 }
 
+// Providers whose receive completion means the bytes are in place, device memory included:
+// they copy with the CPU or CUDA's copy engines. NIC providers (efa, verbs) DMA into the GPU,
+// and a completion may overtake writes still in flight on PCIe.
+bool copiesWithCpu(const std::string& provider) {
+  for (const char* p : {"shm", "tcp", "udp", "sockets"})
+    if (provider.rfind(p, 0) == 0) return true;
+  return false;
+}
+
 }  // namespace
 
 NetDevice::NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint)
@@ -87,7 +96,10 @@ NetDevice::NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint)
   gethostname(host, sizeof(host) - 1);
   properties_.guid = hashString(properties_.pciPath.empty() ? std::string(host) + "/" + domain
                                                             : properties_.pciPath);
-  properties_.ptrSupport = NCCL_PTR_HOST;
+  properties_.ptrSupport = NCCL_PTR_HOST;  // plus CUDA once ptrSupport() decided
+  std::string noHmem;
+  hmem_ = endpoint_->supportsHmem(noHmem);
+  flushReads_ = hmem_ && endpoint_->supportsRead() && !copiesWithCpu(endpoint_->providerName());
   properties_.speedMbps = linkSpeedMbps(dev);
   properties_.port = 1;
   properties_.latencyUs = 0;
@@ -338,53 +350,6 @@ void NetDevice::adopt(std::vector<std::unique_ptr<NetRequest>> requests) {
   for (auto& r : requests) adopted_.push_back(std::move(r));
 }
 
-MemoryRegion* NetDevice::registerRegion(const void* data, size_t size, int type) {
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const auto key = std::make_pair(begin, begin + size);
-  auto it = regions_.find(key);
-  if (it != regions_.end() && it->second->type == type) {
-    ++it->second->references;
-    return it->second.get();
-  }
-  if (!endpoint_->prepareRegion(data, size))
-    throw Error(Result::SystemError, "NCCL plugin: registering " + std::to_string(size) +
-                                         " bytes failed: " + endpoint_->lastError());
-  auto region = std::make_unique<MemoryRegion>();
-  region->type = type;
-  region->begin = begin;
-  region->end = begin + size;
-  region->references = 1;
-  MemoryRegion* raw = region.get();
-  regions_[key] = std::move(region);
-  return raw;
-}
-
-void NetDevice::deregisterRegion(MemoryRegion* region) {
-  const auto key = std::make_pair(region->begin, region->end);
-  auto it = regions_.find(key);
-  if (it == regions_.end() || it->second.get() != region)
-    throw Error(Result::InvalidArgument, "deregMr: not a registration of this device");
-  if (--region->references > 0) return;
-  endpoint_->releaseRegion(reinterpret_cast<const void*>(region->begin),
-                           region->end - region->begin);
-  region->magic = 0;
-  regions_.erase(it);
-}
-
-void NetDevice::checkRegion(const void* mhandle, const void* data, size_t size,
-                            const char* call) const {
-  if (mhandle == nullptr) return;
-  const auto* region = static_cast<const MemoryRegion*>(mhandle);
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  auto it = regions_.find(std::make_pair(region->begin, region->end));
-  if (it == regions_.end() || it->second.get() != region || region->magic != MemoryRegion::kMagic)
-    throw Error(Result::InvalidArgument,
-                std::string(call) + ": mhandle is not a live registration of this device");
-  if (begin < region->begin || begin + size > region->end)
-    throw Error(Result::InvalidArgument, std::string(call) + ": buffer of " + std::to_string(size) +
-                                             " bytes lies outside its mhandle's registration");
-}
-
 namespace {
 std::mutex gDevicesMutex;
 std::vector<std::unique_ptr<NetDevice>>* gDevices = nullptr;  // never freed: see openDevices
@@ -417,6 +382,7 @@ void openDevices() {
         transport::EndpointOptions options;
         options.provider = provider;
         options.requiredNic = domain;
+        options.hmem = true;  // FI_HMEM where the provider has it (ptrSupport)
         devices->push_back(std::make_unique<NetDevice>(static_cast<int>(devices->size()),
                                                        transport::openFabricEndpoint(options)));
       } catch (const std::exception& e) {
@@ -428,10 +394,14 @@ void openDevices() {
   if (devices->empty())
     throw Error(Result::SystemError, "NCCL plugin: no usable libfabric provider (tried " + tried +
                                          "); set SHARC_FI_PROVIDER to one `fi_info -l` lists");
-  for (const auto& d : *devices)
-    SHARC_INFO("NCCL plugin: device " << d->index() << ": " << d->properties().name << " ("
-                                      << d->endpoint().providerName() << ", "
-                                      << d->properties().speedMbps << " Mbps)");
+  for (const auto& d : *devices) {
+    std::string noHmem;
+    const bool hmem = d->endpoint().supportsHmem(noHmem);
+    SHARC_INFO("NCCL plugin: device "
+               << d->index() << ": " << d->properties().name << " (" << d->endpoint().providerName()
+               << ", " << d->properties().speedMbps << " Mbps, " << (hmem ? "FI_HMEM" : noHmem)
+               << ")");
+  }
   // The devices are deliberately never destroyed: NCCL may call in from its proxy thread
   // until the process exits. Their progress threads stop at exit (or when the plugin is
   // unloaded), before libfabric's own teardown runs.

@@ -1,7 +1,8 @@
 // One NIC of the network plugin: a libfabric endpoint of the engine's transport shared by all
 // comms on that NIC, its peers (added as connections arrive), the tag space that tells the
 // comms apart, the control messages that set up connections (sent without blocking), memory
-// registrations, and the liveness checks that turn a dead peer into an error, not a hang.
+// registrations (host memory, and CUDA memory where the provider has FI_HMEM), the flush
+// reads, and the liveness checks that turn a dead peer into an error, not a hang.
 #pragma once
 
 #include <atomic>
@@ -40,14 +41,16 @@ inline constexpr uint64_t controlTag(Control kind, uint64_t id) {
 }
 }  // namespace wire
 
-/// A registered host buffer (the mhandle NCCL gets back); shared by the comms of a device.
+/// A registered buffer (the mhandle NCCL gets back); shared by the comms of a device.
 struct MemoryRegion {
   static constexpr uint32_t kMagic = 0x4d524853;  // "SHRM"
   uint32_t magic = kMagic;
-  int type = NCCL_PTR_HOST;
+  int type = NCCL_PTR_HOST;  ///< NCCL_PTR_HOST or NCCL_PTR_CUDA
   uintptr_t begin = 0;
   uintptr_t end = 0;
   int references = 0;
+  bool withProvider = false;  ///< registered through Endpoint::registerMemory (FI_HMEM devices)
+  uint64_t key = 0;           ///< its remote key (flush reads)
 };
 
 class NetDevice {
@@ -61,7 +64,13 @@ class NetDevice {
 
   int index() const { return index_; }
   transport::Endpoint& endpoint() { return *endpoint_; }
+  /// The properties; their ptrSupport is NCCL_PTR_HOST until ptrSupport() decided.
   const DeviceProperties& properties() const { return properties_; }
+  /// NCCL_PTR_HOST, plus NCCL_PTR_CUDA (and NCCL_PTR_DMABUF) where the provider has FI_HMEM
+  /// and CUDA is up in this process. Decided on the first call, not at init: the question
+  /// initialises CUDA's runtime, which is only asked when the provider has FI_HMEM and
+  /// libcuda is already loaded (NCCL loads it before it asks for properties).
+  int ptrSupport();
   /// A fresh id for a listen, send or receive comm; throws once 2^23 were handed out.
   uint64_t newCommId();
 
@@ -87,8 +96,21 @@ class NetDevice {
   /// Keeps requests whose comm closed until their completions arrive.
   void adopt(std::vector<std::unique_ptr<NetRequest>> requests);
 
-  MemoryRegion* registerRegion(const void* data, size_t size, int type);
+  /// The registration of [data, data+size) of NCCL memory `type` (a reference more when it
+  /// exists); with `dmabufFd` >= 0 CUDA memory is registered as that DMA-BUF. Throws naming
+  /// `call` and the reason (provider, CUDA) when the type is refused or registration fails.
+  MemoryRegion* registerRegion(const void* data, size_t size, int type, const char* call,
+                               int dmabufFd = -1, uint64_t dmabufOffset = 0);
   void deregisterRegion(MemoryRegion* region);
+  /// Whether a receive into `region` needs iflush's read: CUDA memory written by a NIC
+  /// (provider with RMA reads that is not a copying one, such as shm or tcp).
+  bool flushNeeded(const MemoryRegion& region) const;
+  /// Posts iflush's read of `bytes` (1..8) at `addr` inside `region` from this process's own
+  /// endpoint into a host buffer, on transfer `t`; throws when the provider refuses it.
+  void postFlushRead(const MemoryRegion& region, uintptr_t addr, size_t bytes,
+                     transport::Transfer& t);
+  /// This process's own endpoint as a peer (the target of flush reads).
+  uint32_t selfPeer();
   /// Throws InvalidArgument unless `mhandle` is NULL or a region of this device covering
   /// [data, data+size).
   void checkRegion(const void* mhandle, const void* data, size_t size, const char* call) const;
@@ -117,6 +139,7 @@ class NetDevice {
   void handleInbox(NetRequest& r);
   void flushControl();
   void progressLoop();
+  void decideDeviceMemory();
 
   int index_;
   std::unique_ptr<transport::Endpoint> endpoint_;
@@ -132,6 +155,13 @@ class NetDevice {
   std::map<uint64_t, std::deque<ConnectRequest>> listeners_;
   std::vector<std::unique_ptr<NetRequest>> adopted_;
   std::map<std::pair<uintptr_t, uintptr_t>, std::unique_ptr<MemoryRegion>> regions_;
+  bool hmem_ = false;        // the endpoint registers memory itself (FI_HMEM)
+  bool flushReads_ = false;  // CUDA receives need iflush's read (a NIC provider with FI_RMA)
+  std::once_flag deviceMemoryDecided_;
+  std::string cudaRefusal_;
+  std::optional<uint32_t> selfPeer_;
+  alignas(64) uint64_t flushTarget_[8] = {};  // where flush reads land (registered lazily)
+  bool flushTargetRegistered_ = false;
   std::atomic<uint64_t> progressCalls_{0};  // the progress thread runs when it stands still
   std::atomic<bool> stop_{false};
   std::thread progressThread_;

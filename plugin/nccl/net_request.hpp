@@ -18,7 +18,7 @@ namespace sharc::nccl {
 
 class NetRequest final : public transport::TransferOwner {
  public:
-  enum class Use : uint8_t { Free, Send, Recv, Control, Ping };
+  enum class Use : uint8_t { Free, Send, Recv, Flush, Control, Ping };
 
   Use use = Use::Free;
   void* owner = nullptr;  ///< the comm that posted it; nullptr once it outlives its comm

@@ -42,6 +42,18 @@ enum class PostStatus { Posted, Completed, Retry, Failed };
 /// postRecv's `fromPeer` when the sender is not known in advance.
 inline constexpr uint32_t kAnyPeer = UINT32_MAX;
 
+/// Memory for Endpoint::registerMemory: host memory, or CUDA memory (libfabric FI_HMEM),
+/// given by its address range or (dmabufFd >= 0) as a DMA-BUF that maps it there.
+struct MemoryRegistration {
+  enum class Kind { Host, Cuda };
+  const void* buf = nullptr;
+  size_t len = 0;
+  Kind kind = Kind::Host;
+  int cudaDevice = -1;        ///< the CUDA device of Kind::Cuda memory
+  int dmabufFd = -1;          ///< >= 0: register this DMA-BUF (its bytes from dmabufOffset)
+  uint64_t dmabufOffset = 0;  ///< where [buf, buf+len) starts in the DMA-BUF
+};
+
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
@@ -90,6 +102,39 @@ class Endpoint {
     (void)buf;
     (void)len;
   }
+
+  /// Whether registerMemory works (an endpoint opened with EndpointOptions::hmem whose
+  /// provider has FI_HMEM); when not, `why` says what is missing.
+  virtual bool supportsHmem(std::string& why) const {
+    why = "transport " + providerName() + " registers no device memory";
+    return false;
+  }
+  /// Whether registerMemory takes DMA-BUFs (libfabric 1.20's FI_MR_DMABUF).
+  virtual bool supportsDmabuf() const { return false; }
+  /// Whether postRead works (FI_RMA reads, which only hmem endpoints ask for).
+  virtual bool supportsRead() const { return false; }
+  /// Registers `m` with the provider (fi_mr_regattr); sends and receives of buffers inside it
+  /// carry its descriptor until releaseMemory. `key` gets its remote key (for postRead). False,
+  /// with lastError() set, on failure.
+  virtual bool registerMemory(const MemoryRegistration& m, uint64_t& key) {
+    (void)m;
+    (void)key;
+    return false;
+  }
+  /// Undoes registerMemory of exactly [buf, buf+len) (before the memory is freed).
+  virtual void releaseMemory(const void* buf, size_t len) {
+    (void)buf;
+    (void)len;
+  }
+  /// Posts an RMA read of `len` bytes into `buf` (inside a registerMemory region) from
+  /// `remoteAddr` of `peer`, inside the peer's registration that starts at `remoteBase` and
+  /// has key `remoteKey`. The owner of `t` is told when the bytes have arrived.
+  virtual PostStatus postRead(uint32_t peer, void* buf, size_t len, uint64_t remoteAddr,
+                              uint64_t remoteBase, uint64_t remoteKey, Transfer& t) {
+    (void)peer, (void)buf, (void)len, (void)remoteAddr, (void)remoteBase, (void)remoteKey;
+    (void)t;
+    return PostStatus::Failed;
+  }
 };
 
 /// What the provider selection decided.
@@ -104,6 +149,11 @@ struct EndpointOptions {
   std::vector<std::string> nearNics;
   /// Only this NIC's domains (name or prefix): the endpoint of one rail of several.
   std::string requiredNic;
+  /// Device memory, for the NCCL plugin: ask for FI_HMEM (plus FI_RMA reads where offered),
+  /// falling back to a plain endpoint; with libfabric 1.18+ also forbid the provider CUDA
+  /// calls of its own (FI_OPT_CUDA_API_PERMITTED), which NCCL's proxy thread must not make:
+  /// a provider that needs them reports no supportsHmem().
+  bool hmem = false;
 };
 
 /// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the

@@ -4,6 +4,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <optional>
 
 #include "core/log.hpp"
@@ -28,9 +30,58 @@ Transfer& transferOf(void* opContext) {
   return *reinterpret_cast<Transfer*>(opContext);
 }
 
+// fi_mr_regattr of `m`: its address range, or (dmabufFd >= 0, libfabric 1.20+) its DMA-BUF,
+// which fi_mr(3) puts in place of the iovec, with base_addr the address the range has here.
+int registerAttr(fid_domain* domain, const MemoryRegistration& m, uint64_t access, uint64_t key,
+                 fid_mr** mr) {
+  iovec iov{const_cast<void*>(m.buf), m.len};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = access;
+  attr.requested_key = key;
+  attr.iface = m.kind == MemoryRegistration::Kind::Cuda ? FI_HMEM_CUDA : FI_HMEM_SYSTEM;
+  if (m.kind == MemoryRegistration::Kind::Cuda) attr.device.cuda = m.cudaDevice;
+  uint64_t flags = 0;
+#ifdef FI_MR_DMABUF
+  fi_mr_dmabuf dmabuf{};
+  if (m.dmabufFd >= 0) {
+    dmabuf.fd = m.dmabufFd;
+    dmabuf.offset = m.dmabufOffset;
+    dmabuf.len = m.len;
+    dmabuf.base_addr = const_cast<void*>(m.buf);
+    attr.dmabuf = &dmabuf;
+    flags |= FI_MR_DMABUF;
+  }
+#else
+  if (m.dmabufFd >= 0) return -FI_ENOSYS;
+#endif
+  return fi_mr_regattr(domain, &attr, flags, mr);
+}
+
+#ifdef FI_MR_DMABUF
+constexpr bool kDmabufBuilt = true;
+#else
+constexpr bool kDmabufBuilt = false;
+#endif
+
+// Tells the provider of an FI_HMEM endpoint (before fi_enable) to make no CUDA calls of its
+// own: NCCL's proxy thread may make none (a cudaMemcpy there can wait on a kernel that waits
+// on the proxy). 0 when it complies, or when libfabric predates the option (1.18).
+int forbidCudaCalls(fid_ep* ep) {
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 18))
+  bool permitted = false;
+  return fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_CUDA_API_PERMITTED, &permitted,
+                   sizeof(permitted));
+#else
+  (void)ep;
+  return 0;
+#endif
+}
+
 class FabricEndpoint final : public Endpoint {
  public:
-  explicit FabricEndpoint(FiInfoPtr info, const std::string& provider)
+  FabricEndpoint(FiInfoPtr info, const std::string& provider)
       : info_(std::move(info)), provider_(provider) {
     fid_fabric* fabric = nullptr;
     checkFi(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
@@ -58,6 +109,7 @@ class FabricEndpoint final : public Endpoint {
     ep_.reset(ep);
     checkFi(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
     checkFi(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    setUpHmem();
     checkFi(fi_enable(ep_.get()), "fi_enable");
 
     char name[256];
@@ -68,10 +120,11 @@ class FabricEndpoint final : public Endpoint {
     if (info_->domain_attr->mr_mode & FI_MR_LOCAL) mrCache_.emplace(domain_.get());
     maxMsg_ = info_->ep_attr->max_msg_size;
     injectSize_ = info_->tx_attr ? info_->tx_attr->inject_size : 0;
-    SHARC_INFO("transport: provider " << provider_ << ", fabric " << info_->fabric_attr->name
-                                      << ", domain " << info_->domain_attr->name << ", max message "
-                                      << maxMsg_ << " B, "
-                                      << (mrCache_ ? "local MR required" : "no local MR"));
+    SHARC_INFO("transport: provider "
+               << provider_ << ", fabric " << info_->fabric_attr->name << ", domain "
+               << info_->domain_attr->name << ", max message " << maxMsg_ << " B, "
+               << (mrCache_ ? "local MR required" : "no local MR") << (hmem_ ? ", FI_HMEM" : "")
+               << (read_ ? ", FI_RMA" : ""));
   }
 
   ~FabricEndpoint() override {
@@ -79,6 +132,7 @@ class FabricEndpoint final : public Endpoint {
     // reverse of declaration, which is already right; be explicit for clarity).
     ep_.reset();
     mrCache_.reset();
+    registered_.clear();
     cq_.reset();
     av_.reset();
     domain_.reset();
@@ -123,6 +177,78 @@ class FabricEndpoint final : public Endpoint {
     if (mrCache_) mrCache_->invalidate(buf, len);
   }
 
+  bool supportsHmem(std::string& why) const override {
+    why = hmemWhy_;
+    return hmem_;
+  }
+  bool supportsDmabuf() const override {
+    return kDmabufBuilt && hmem_ &&
+           FI_VERSION_GE(info_->fabric_attr->api_version, FI_VERSION(1, 20));
+  }
+  bool supportsRead() const override { return read_; }
+
+  bool registerMemory(const MemoryRegistration& m, uint64_t& key) override {
+    if (!hmem_) {
+      lastError_ = hmemWhy_;
+      return false;
+    }
+    const auto begin = reinterpret_cast<uintptr_t>(m.buf);
+    if (registered_.count({begin, begin + m.len}) != 0) {
+      lastError_ = "[" + std::to_string(begin) + ", +" + std::to_string(m.len) +
+                   ") is already registered with provider " + provider_;
+      return false;
+    }
+    if (m.dmabufFd >= 0 && !supportsDmabuf()) {
+      lastError_ = "provider " + provider_ + " takes no DMA-BUF (needs libfabric 1.20's " +
+                   "FI_MR_DMABUF, built against " + std::to_string(FI_MAJOR_VERSION) + "." +
+                   std::to_string(FI_MINOR_VERSION) + ")";
+      return false;
+    }
+    fid_mr* raw = nullptr;
+    const uint64_t access = FI_SEND | FI_RECV | (read_ ? FI_READ | FI_REMOTE_READ : 0);
+    // Keys apart from MrCache's (providers without FI_MR_PROV_KEY take the requested one).
+    const int rc = registerAttr(domain_.get(), m, access, kMemoryKeyBase + nextKey_++, &raw);
+    if (rc != 0) {
+      lastError_ =
+          fiErrorMessage("fi_mr_regattr", rc) + " (provider " + provider_ + ", " +
+          (m.kind == MemoryRegistration::Kind::Cuda ? "CUDA device " + std::to_string(m.cudaDevice)
+                                                    : std::string("host")) +
+          " memory" + (m.dmabufFd >= 0 ? " as a DMA-BUF" : "") + ")";
+      return false;
+    }
+    key = fi_mr_key(raw);
+    maxRegistered_ = std::max(maxRegistered_, m.len);
+    Registered& r = registered_[{begin, begin + m.len}];
+    r.mr.reset(raw);
+    r.device = m.kind != MemoryRegistration::Kind::Host;
+    return true;
+  }
+
+  void releaseMemory(const void* buf, size_t len) override {
+    const auto begin = reinterpret_cast<uintptr_t>(buf);
+    registered_.erase({begin, begin + len});
+  }
+
+  PostStatus postRead(uint32_t peer, void* buf, size_t len, uint64_t remoteAddr,
+                      uint64_t remoteBase, uint64_t remoteKey, Transfer& t) override {
+    if (!read_) {
+      lastError_ = "provider " + provider_ + " was opened without RMA reads";
+      return PostStatus::Failed;
+    }
+    if (peer >= peers_.size()) {
+      lastError_ = "peer " + std::to_string(peer) + " out of range";
+      return PostStatus::Failed;
+    }
+    void* desc = nullptr;
+    if (!describe(buf, len, desc)) return PostStatus::Failed;
+    // Remote addresses are virtual addresses (FI_MR_VIRT_ADDR) or offsets into the region.
+    const uint64_t addr =
+        (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? remoteAddr : remoteAddr - remoteBase;
+    const ssize_t rc =
+        fi_read(ep_.get(), buf, len, desc, peers_[peer], addr, remoteKey, t.providerContext);
+    return postResult(rc, "fi_read");
+  }
+
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                       Transfer& t) override {
     if (peer >= peers_.size()) {
@@ -131,13 +257,17 @@ class FabricEndpoint final : public Endpoint {
     }
     if (len == 0) buf = &zeroByte_;
     void* desc = nullptr;
-    if (len <= injectSize_) {
+    const Registered* reg = registered_.empty() ? nullptr : registration(buf, len);
+    if (len <= injectSize_ && (reg == nullptr || !reg->device)) {  // never from device memory
       // Small messages (handshakes, barrier tokens) skip the completion queue entirely.
       const ssize_t rc = fi_tinject(ep_.get(), buf, len, peers_[peer], tag);
       const PostStatus st = postResult(rc, "fi_tinject");
       return st == PostStatus::Posted ? PostStatus::Completed : st;
     }
-    if (!describe(buf, len, desc)) return PostStatus::Failed;
+    if (reg != nullptr)
+      desc = fi_mr_desc(reg->mr.get());
+    else if (!describe(buf, len, desc))
+      return PostStatus::Failed;
     const ssize_t rc = fi_tsend(ep_.get(), buf, len, desc, peers_[peer], tag, t.providerContext);
     return postResult(rc, "fi_tsend");
   }
@@ -177,9 +307,53 @@ class FabricEndpoint final : public Endpoint {
   }
 
  private:
+  struct Registered {
+    FiPtr<fid_mr> mr;
+    bool device = false;
+  };
+
+  // The registerMemory region holding [buf, buf+len), or nullptr: among the regions starting
+  // at or before buf (sorted by start, then end), nearest first, no further back than the
+  // longest region.
+  const Registered* registration(const void* buf, size_t len) const {
+    const auto lo = reinterpret_cast<uintptr_t>(buf);
+    const uintptr_t hi = lo + len;
+    for (auto it = registered_.upper_bound({lo, UINTPTR_MAX}); it != registered_.begin();) {
+      --it;
+      if (lo - it->first.first > maxRegistered_) break;
+      if (it->first.second >= hi) return &it->second;
+    }
+    return nullptr;
+  }
+
+  // The descriptor for a transfer of [buf, buf+len): its registerMemory region's, else the
+  // MR cache's where the provider needs local registration, else none.
   bool describe(const void* buf, size_t len, void*& desc) {
+    if (!registered_.empty())
+      if (const Registered* reg = registration(buf, len)) {
+        desc = fi_mr_desc(reg->mr.get());
+        return true;
+      }
     if (!mrCache_) return true;
     return mrCache_->descriptor(buf, len, desc, lastError_);
+  }
+
+  // FI_HMEM: asked for by EndpointOptions::hmem (queryProvider); a provider that cannot do
+  // without CUDA calls of its own gets no device memory (forbidCudaCalls).
+  void setUpHmem() {
+    read_ = (info_->caps & FI_RMA) && (info_->caps & FI_READ);
+    if (!(info_->caps & FI_HMEM)) {
+      hmemWhy_ = "provider " + provider_ + " has no FI_HMEM support";
+      return;
+    }
+    if (const int rc = forbidCudaCalls(ep_.get()); rc != 0) {
+      hmemWhy_ = "provider " + provider_ + " has FI_HMEM but cannot do without CUDA calls of " +
+                 "its own (" + fiErrorMessage("fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)", rc) +
+                 ")";
+      read_ = false;
+      return;
+    }
+    hmem_ = true;
   }
 
   PostStatus postResult(ssize_t rc, const char* call) {
@@ -223,6 +397,14 @@ class FabricEndpoint final : public Endpoint {
   FiPtr<fid_cq> cq_;
   FiPtr<fid_ep> ep_;
   std::optional<MrCache> mrCache_;
+  // registerMemory's regions by [start, end); closed before the domain (declared after it).
+  static constexpr uint64_t kMemoryKeyBase = uint64_t{1} << 31;
+  std::map<std::pair<uintptr_t, uintptr_t>, Registered> registered_;
+  size_t maxRegistered_ = 0;
+  uint64_t nextKey_ = 1;
+  bool hmem_ = false;
+  bool read_ = false;
+  std::string hmemWhy_;
   std::vector<fi_addr_t> peers_;
   std::string address_;
   size_t maxMsg_ = 0;
@@ -275,8 +457,8 @@ std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options) {
   for (const std::string& name : providerCandidates(options)) {
     if (name == "shm") sweepStaleShmRegions();
     std::string why;
-    FiInfoPtr info =
-        queryProvider(name, options.allLocal, why, options.nearNics, options.requiredNic);
+    FiInfoPtr info = queryProvider(name, options.allLocal, why, options.nearNics,
+                                   options.requiredNic, options.hmem);
     if (!info) {
       tried += (tried.empty() ? "" : "; ") + why;
       continue;

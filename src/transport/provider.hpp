@@ -19,9 +19,11 @@ std::vector<std::string> providerCandidates(const EndpointOptions& options);
 /// Among the remaining entries, one whose domain is (or starts with the name of) a NIC in
 /// `nearNics` wins: the rank's nearest NICs by the host topology ("rdmap16s27", "eth0").
 /// With `requiredNic`, only that NIC's domains qualify (one endpoint per rail).
+/// With `hmem`, an entry with FI_HMEM (and FI_RMA reads where offered) is preferred; the
+/// plain one where the provider has none (EndpointOptions::hmem).
 FiInfoPtr queryProvider(const std::string& provider, bool preferLoopback, std::string& why,
                         const std::vector<std::string>& nearNics = {},
-                        const std::string& requiredNic = {});
+                        const std::string& requiredNic = {}, bool hmem = false);
 
 /// The distinct domains (NICs) `provider` offers on this host, in fi_getinfo's order; empty
 /// when the provider is absent (`why` says so).

@@ -48,10 +48,15 @@ else
   problem "ldd failed: $deps"
 fi
 
-# 3. Loading and initializing (as the other NCCL tests run it: loopback only).
+# 3. Loading, initializing and reading the properties (as the other NCCL tests run it:
+# loopback only), with the default provider and with shm (which has FI_HMEM: the plugin must
+# still not load CUDA to answer ptrSupport).
 export FI_TCP_IFACE=${FI_TCP_IFACE:-lo} SHARC_SOCKET_IFNAME=${SHARC_SOCKET_IFNAME:-lo}
 if ! timeout 60 "$checker" "$so"; then
   problem "symbol_check failed (see above)"
+fi
+if ! SHARC_FI_PROVIDER=shm timeout 60 "$checker" "$so"; then
+  problem "symbol_check with SHARC_FI_PROVIDER=shm failed (see above)"
 fi
 
 if ((failed)); then

@@ -27,64 +27,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "driver_basics.hpp"
 #include "nccl_abi.h"
 
 namespace sharc::testing::nccl {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-using std::chrono::seconds;
-
-inline const char* resultName(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-  }
-  return "ncclResult_t(?)";
-}
-
-[[noreturn]] inline void fail(const std::string& what) {
-  throw std::runtime_error(what);
-}
-
-// Throws (failing the rank) when a plugin call does not return ncclSuccess.
-#define NET_CHECK(call)                                                                  \
-  do {                                                                                   \
-    const ncclResult_t netCheckResult_ = (call);                                         \
-    if (netCheckResult_ != ncclSuccess)                                                  \
-      ::sharc::testing::nccl::fail(std::string(#call) + " returned " +                   \
-                                   ::sharc::testing::nccl::resultName(netCheckResult_) + \
-                                   " (" __FILE__ ":" + std::to_string(__LINE__) + ")");  \
-  } while (0)
-
-/// NCCL's logger as the plugin sees it: printf-style, to stderr.
-inline void netLogger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
-                      const char* fmt, ...) {
-  char text[2048];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(text, sizeof(text), fmt, args);
-  va_end(args);
-  std::fprintf(stderr, "[pid %d] NCCL(level %d, flags 0x%lx) %s:%d %s\n",
-               static_cast<int>(getpid()), static_cast<int>(level), flags, file ? file : "?", line,
-               text);
-}
-
-class Deadline {
- public:
-  explicit Deadline(milliseconds d) : start_(Clock::now()), end_(start_ + d) {}
-  bool expired() const { return Clock::now() > end_; }
-  double elapsedS() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
-
- private:
-  Clock::time_point start_, end_;
-};
 
 /// getProperties of any version, widened; fields a version lacks keep their defaults.
 struct Props {
@@ -215,6 +161,22 @@ class Net {
   ncclResult_t regMr(void* comm, void* data, size_t size, int type, void** mhandle) {
     return timed("regMr", [&] {
       return visit([&](const auto& p) { return p.regMr(comm, data, size, type, mhandle); });
+    });
+  }
+  ncclResult_t regMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle) {
+    return timed("regMrDmaBuf", [&] {
+      return visit([&](const auto& p) {
+        return p.regMrDmaBuf(comm, data, size, type, offset, fd, mhandle);
+      });
+    });
+  }
+  // Sizes as NCCL passes them to iflush (int, every version): what each buffer received.
+  ncclResult_t iflush(void* recvComm, int n, void** data, int* sizes, void** mhandles,
+                      void** request) {
+    return timed("iflush", [&] {
+      return visit(
+          [&](const auto& p) { return p.iflush(recvComm, n, data, sizes, mhandles, request); });
     });
   }
   ncclResult_t deregMr(void* comm, void* mhandle) {

@@ -1,7 +1,9 @@
 // symbol_check <libnccl-net-sharc.so>: loads the plugin as NCCL does (dlopen RTLD_NOW |
 // RTLD_LOCAL) in a process with no CUDA, checks that every plugin struct resolves and is named
 // "sharc", that the symbols stay local to the handle, and that neither loading nor
-// initializing the v11 net plugin maps libcuda / libcudart. Prints PASS or FAIL; exit 0 or 1.
+// initializing the v11 net plugin nor reading its properties maps libcuda / libcudart (the
+// plugin asks CUDA about device memory only in a process that has loaded it), and that the
+// properties say host memory only. Prints PASS or FAIL; exit 0 or 1.
 #include <dlfcn.h>
 
 #include <cstdarg>
@@ -88,10 +90,23 @@ int main(int argc, char** argv) {
                                                      std::to_string(ndev));
       mapped = cudaMappings();
       check(mapped.empty(), "CUDA / NCCL libraries mapped after init + devices:\n" + mapped);
+      for (int dev = 0; dev < ndev; ++dev) {
+        ncclNetProperties_v11_t props{};
+        check(net->getProperties(dev, &props) == ncclSuccess,
+              "ncclNetPlugin_v11.getProperties(" + std::to_string(dev) + ") failed");
+        check(props.ptrSupport == NCCL_PTR_HOST,
+              "device " + std::to_string(dev) + " reports ptrSupport " +
+                  std::to_string(props.ptrSupport) + " in a process without CUDA");
+      }
+      mapped = cudaMappings();
+      check(mapped.empty(), "CUDA / NCCL libraries mapped after getProperties:\n" + mapped);
       check(net->finalize(ctx) == ncclSuccess, "ncclNetPlugin_v11.finalize failed");
     }
   }
-  check(dlclose(dl) == 0, std::string("dlclose failed: ") + dlerror());
+  if (dlclose(dl) != 0) {
+    const char* why = dlerror();
+    check(false, std::string("dlclose failed: ") + (why != nullptr ? why : "?"));
+  }
 
   if (failures.empty()) {
     std::printf("PASS: symbol_check: 8 plugin structs named 'sharc', loaded RTLD_LOCAL, no CUDA\n");
