@@ -42,6 +42,15 @@ out=$(mktemp -d /tmp/sharc-gpu-check.XXXXXX)
 start=$(date +%s)
 rows=()
 row() { rows+=("| $1 | $2 | $3 | $4 |"); echo "gpu-check: $1: $2 ($3 s) $4"; }
+# A step's result from its exit status (77: the program found no GPU and skipped).
+result() {
+  case $step_rc in
+    0) echo ok ;;
+    77) echo "skipped (no GPU)" ;;
+    124 | 137) echo "FAILED (timed out)" ;;
+    *) echo "FAILED (exit $step_rc)" ;;
+  esac
+}
 
 # Runs one step with a time limit; its whole output goes to OUTDIR/<name>.log.
 # Sets step_rc and step_secs.
@@ -132,9 +141,7 @@ gtest_row() {  # name, log: gtest's own counts
   passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$out/$2" | grep -oE '[0-9]+$' || echo 0)
   failed=$(grep -oE '\[  FAILED  \] [0-9]+ test' "$out/$2" | grep -oE '[0-9]+' || echo 0)
   skipped=$(grep -oE '\[  SKIPPED \] [0-9]+' "$out/$2" | grep -oE '[0-9]+$' || echo 0)
-  local result=ok
-  [[ $step_rc -ne 0 ]] && result="FAILED (exit $step_rc)"
-  row "$1" "$result" "$step_secs" "${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+  row "$1" "$(result)" "$step_secs" "${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
 }
 
 if [[ -x $build/tests/gpu/sharc_gpu_kernel_tests ]]; then
@@ -152,7 +159,7 @@ if [[ -x $build/tests/multirank/sharc_multirank_tests ]]; then
 fi
 if [[ -x $build/perf/sharc-gpu-kernel-bench ]]; then
   run_step kernel-bench 120 "$build/perf/sharc-gpu-kernel-bench" --bytes 256M --reps 20
-  row "reduction kernels vs device copy (target 85 %)" "$([[ $step_rc -eq 0 ]] && echo ok || echo "FAILED (exit $step_rc)")" \
+  row "reduction kernels vs device copy (target 85 %)" "$(result)" \
     "$step_secs" "$(grep -E 'ratio' "$out/kernel-bench.log" | tr '\n' ';' | cut -c1-400)"
 fi
 if [[ -x $build/perf/sharc-gpu-perf ]]; then
@@ -160,7 +167,7 @@ if [[ -x $build/perf/sharc-gpu-perf ]]; then
     run_step "gpu-perf-$coll" 150 "$build/perf/sharc-gpu-perf" "$coll" -N 4 -b 1M -e 256M -f 16 \
       -d bfloat16 -o sum -n 10 -w 3 --check
     row "$coll, 4 processes on one GPU (target busbw 70 %)" \
-      "$([[ $step_rc -eq 0 ]] && echo ok || echo "FAILED (exit $step_rc)")" "$step_secs" \
+      "$(result)" "$step_secs" \
       "$(grep -E 'of device copy|target' "$out/gpu-perf-$coll.log" | tr '\n' ';' | cut -c1-400)"
   done
 fi
@@ -176,7 +183,7 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     run_step torch-cuda 300 env PYTHONPATH="$site:${PYTHONPATH:-}" \
       python3 -m pytest -q -p no:cacheprovider tests/torch/test_cuda.py
     row "torch backend, CUDA tensors (pytest test_cuda.py)" \
-      "$([[ $step_rc -eq 0 ]] && echo ok || echo "FAILED (exit $step_rc)")" "$step_secs" \
+      "$(result)" "$step_secs" \
       "$(tail -1 "$out/torch-cuda.log")"
   fi
 else
@@ -186,10 +193,10 @@ fi
 # ---- unmodified NCCL over the network plugin --------------------------------------------------
 if [[ -x $build/tests/nccl/sharc_nccl_e2e ]]; then
   run_step nccl-e2e 150 bash tools/nccl-e2e.sh "$build" 2
-  row "NCCL over NCCL_NET_PLUGIN=sharc" "$([[ $step_rc -eq 0 ]] && echo ok || echo "FAILED (exit $step_rc)")" \
+  row "NCCL over NCCL_NET_PLUGIN=sharc" "$(result)" \
     "$step_secs" "$(grep -E 'nccl_e2e|FAILED' "$out/nccl-e2e.log" | tail -2 | tr '\n' ';')"
   run_step nccl-e2e-collnet 150 bash tools/nccl-e2e.sh "$build" 2 NCCL_COLLNET_ENABLE=1
-  row "NCCL with NCCL_COLLNET_ENABLE=1" "$([[ $step_rc -eq 0 ]] && echo ok || echo "FAILED (exit $step_rc)")" \
+  row "NCCL with NCCL_COLLNET_ENABLE=1" "$(result)" \
     "$step_secs" "$(grep -E 'nccl_e2e|FAILED' "$out/nccl-e2e-collnet.log" | tail -2 | tr '\n' ';')"
 else
   row "NCCL over the plugin" "not run" 0 "no NCCL found at configure time"
