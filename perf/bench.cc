@@ -49,18 +49,6 @@ void runOnce(Communicator& comm, Collective c, const void* send, void* recv, siz
   }
 }
 
-// Elements per rank for all_gather/reduce_scatter, in total for all_reduce.
-size_t countFor(Collective c, size_t bytes, size_t typeSize, int nranks) {
-  if (c == Collective::AllReduce) return bytes / typeSize;
-  return bytes / (typeSize * static_cast<size_t>(nranks));
-}
-
-// Bytes nccl-tests reports for `count`: the full gathered/scattered buffer.
-size_t bytesFor(Collective c, size_t count, size_t typeSize, int nranks) {
-  if (c == Collective::AllReduce) return count * typeSize;
-  return count * typeSize * static_cast<size_t>(nranks);
-}
-
 struct Call {
   const void* send;
   void* recv;
@@ -85,8 +73,8 @@ class Runner {
   Row measure(size_t nominalBytes, DataType type, std::optional<RedOp> op, uint64_t rowSeed) {
     const size_t ts = dataTypeSize(type);
     Row row;
-    row.count = countFor(o_.collective, nominalBytes, ts, n_);
-    row.bytes = bytesFor(o_.collective, row.count, ts, n_);
+    row.count = elementCount(o_.collective, nominalBytes, ts, n_);
+    row.bytes = reportedBytes(o_.collective, row.count, ts, n_);
     row.type = type;
     row.op = op;
     const RedOp redop = op.value_or(RedOp::Sum);
@@ -280,7 +268,7 @@ int runBenchmark(Communicator& comm, const Options& options, const std::string& 
     for (const auto& op : ops) {
       for (size_t bytes : sizeSequence(options)) {
         ++rowSeed;
-        if (countFor(options.collective, bytes, dataTypeSize(type), comm.size()) == 0) continue;
+        if (elementCount(options.collective, bytes, dataTypeSize(type), comm.size()) == 0) continue;
         report.row(runner.measure(bytes, type, op, rowSeed));
       }
     }

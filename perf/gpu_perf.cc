@@ -80,7 +80,7 @@ class GpuBench {
         o_(o),
         rank_(comm.rank()),
         n_(comm.size()),
-        sizes_(gpuSizeSequence(o)),
+        sizes_(sizeSequence(o)),
         maxBytes_(sizes_.empty() ? 0 : *std::max_element(sizes_.begin(), sizes_.end())),
         send_(maxBytes_),
         recv_(maxBytes_) {

@@ -67,9 +67,7 @@ std::optional<size_t> parseSize(std::string_view text) noexcept {
   return static_cast<size_t>(value << shift);
 }
 
-namespace {
-
-long long parseInt(std::string_view flag, std::string_view text, long long lo, long long hi) {
+long long parseIntFlag(std::string_view flag, std::string_view text, long long lo, long long hi) {
   long long v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || ptr != text.data() + text.size() || v < lo || v > hi)
@@ -78,34 +76,57 @@ long long parseInt(std::string_view flag, std::string_view text, long long lo, l
   return v;
 }
 
+namespace {
+
 size_t parseSizeFlag(std::string_view flag, std::string_view text) {
   auto v = parseSize(text);
   if (!v) throw UsageError(std::string(flag) + ": bad size '" + std::string(text) + "'");
   return *v;
 }
 
-std::vector<DataType> parseTypes(std::string_view text) {
+// One name, or a comma list when `list`, or "all".
+std::vector<DataType> parseTypes(std::string_view text, bool list) {
+  std::vector<DataType> out;
   if (text == "all") {
-    std::vector<DataType> all;
-    for (int i = 0; i < kNumDataTypes; ++i) all.push_back(static_cast<DataType>(i));
-    return all;
+    for (int i = 0; i < kNumDataTypes; ++i) out.push_back(static_cast<DataType>(i));
+    return out;
   }
-  for (int i = 0; i < kNumDataTypes; ++i)
-    if (text == typeName(static_cast<DataType>(i))) return {static_cast<DataType>(i)};
-  if (auto t = parseDataType(text)) return {*t};
-  throw UsageError("-d: unknown datatype '" + std::string(text) +
-                   "' (float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
-                   "uint64, all)");
+  auto add = [&](std::string_view name) {
+    std::optional<DataType> t;
+    for (int i = 0; i < kNumDataTypes && !t; ++i)
+      if (name == typeName(static_cast<DataType>(i))) t = static_cast<DataType>(i);
+    if (!t) t = parseDataType(name);
+    if (!t)
+      throw UsageError("-d: unknown datatype '" + std::string(name) +
+                       "' (float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
+                       "uint64, all)");
+    out.push_back(*t);
+  };
+  if (list)
+    forEachItem(text, add);
+  else
+    add(text);
+  return out;
 }
 
-std::vector<RedOp> parseOps(std::string_view text) {
+std::vector<RedOp> parseOps(std::string_view text, bool list) {
+  std::vector<RedOp> out;
   if (text == "all") {
-    std::vector<RedOp> all;
-    for (int i = 0; i < kNumRedOps; ++i) all.push_back(static_cast<RedOp>(i));
-    return all;
+    for (int i = 0; i < kNumRedOps; ++i) out.push_back(static_cast<RedOp>(i));
+    return out;
   }
-  if (auto op = parseRedOp(text)) return {*op};
-  throw UsageError("-o: unknown op '" + std::string(text) + "' (sum, prod, min, max, avg, all)");
+  auto add = [&](std::string_view name) {
+    auto op = parseRedOp(name);
+    if (!op)
+      throw UsageError("-o: unknown op '" + std::string(name) +
+                       "' (sum, prod, min, max, avg, all)");
+    out.push_back(*op);
+  };
+  if (list)
+    forEachItem(text, add);
+  else
+    add(text);
+  return out;
 }
 
 std::optional<Collective> parseCollective(std::string_view text) {
@@ -120,106 +141,134 @@ std::optional<Collective> parseCollective(std::string_view text) {
   return std::nullopt;
 }
 
-// Maps long option names to their short letter.
-char shortFor(std::string_view name) {
-  struct Alias {
-    const char* name;
-    char letter;
-  };
-  static constexpr Alias kAliases[] = {
-      {"minbytes", 'b'},   {"maxbytes", 'e'},       {"stepbytes", 'i'},
-      {"stepfactor", 'f'}, {"iters", 'n'},          {"warmup_iters", 'w'},
-      {"check", 'c'},      {"datatype", 'd'},       {"op", 'o'},
-      {"nranks", 'N'},     {"timeout", 'T'},        {"help", 'h'},
-      {"baseline", 'B'},   {"json", 'J'},           {"explain", 'X'},
-      {"calibrate", 'C'},  {"shared-buffers", 'S'},
-  };
-  for (const auto& a : kAliases)
-    if (name == a.name) return a.letter;
+// sharc-perf's own long names (the common ones are FlagParser's).
+constexpr LongFlag kLongFlags[] = {
+    {"check", 'c'},   {"baseline", 'B'},  {"json", 'J'},
+    {"explain", 'X'}, {"calibrate", 'C'}, {"shared-buffers", 'S'},
+};
+
+constexpr LongFlag kCommonLongFlags[] = {
+    {"minbytes", 'b'}, {"maxbytes", 'e'},     {"stepbytes", 'i'}, {"stepfactor", 'f'},
+    {"iters", 'n'},    {"warmup_iters", 'w'}, {"datatype", 'd'},  {"op", 'o'},
+    {"nranks", 'N'},   {"timeout", 'T'},      {"help", 'h'},
+};
+
+char letterFor(std::span<const LongFlag> flags, std::string_view name) {
+  for (const auto& f : flags)
+    if (name == f.name) return f.letter;
   return 0;
 }
 
 }  // namespace
 
+bool FlagParser::next() {
+  if (++i_ >= argc_) return false;
+  arg_ = argv_[i_];
+  flag_ = arg_;
+  letter_ = 0;
+  inlineValue_.reset();
+  if (arg_.starts_with("--") && arg_.size() > 2) {
+    std::string_view name = arg_.substr(2);
+    if (auto eq = name.find('='); eq != std::string_view::npos) {
+      inlineValue_ = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      flag_ = arg_.substr(0, eq + 2);
+    }
+    letter_ = letterFor(rules_.longFlags, name);
+    if (!letter_) letter_ = letterFor(kCommonLongFlags, name);
+  } else if (arg_.size() >= 2 && arg_[0] == '-' &&
+             !std::isdigit(static_cast<unsigned char>(arg_[1]))) {
+    letter_ = arg_[1];
+    flag_ = arg_.substr(0, 2);
+    if (arg_.size() > 2) inlineValue_ = arg_.substr(2);
+  } else {
+    letter_ = kPositional;
+  }
+  return true;
+}
+
+std::string_view FlagParser::value() {
+  if (inlineValue_) return *inlineValue_;
+  if (i_ + 1 >= argc_) throw UsageError(std::string(flag_) + ": missing value");
+  return argv_[++i_];
+}
+
+UsageError FlagParser::unknown() const {
+  return UsageError("unknown option '" + std::string(arg_) + "'");
+}
+
+bool FlagParser::applyCommon(CommonOptions& o) {
+  if (letter_ == 'h') {
+    o.help = true;
+    return true;
+  }
+  if (letter_ == 0 || std::string_view("beifnwcdoNT").find(letter_) == std::string_view::npos) {
+    if (letter_ == 0 || rules_.letters.find(letter_) == std::string_view::npos) throw unknown();
+    return false;
+  }
+  const std::string_view v = value();
+  switch (letter_) {
+    case 'b':
+      o.minBytes = parseSizeFlag(flag_, v);
+      sawMin_ = true;
+      break;
+    case 'e':
+      o.maxBytes = parseSizeFlag(flag_, v);
+      sawMax_ = true;
+      break;
+    case 'i': o.stepBytes = parseSizeFlag(flag_, v); break;
+    case 'f': o.stepFactor = static_cast<uint64_t>(parseIntFlag(flag_, v, 1, 1 << 20)); break;
+    case 'n': o.iters = static_cast<int>(parseIntFlag(flag_, v, 1, 1 << 30)); break;
+    case 'w': o.warmup = static_cast<int>(parseIntFlag(flag_, v, 0, 1 << 30)); break;
+    case 'c': o.check = parseIntFlag(flag_, v, 0, 1) != 0; break;
+    case 'd': o.types = parseTypes(v, rules_.typeLists); break;
+    case 'o': o.ops = parseOps(v, rules_.typeLists); break;
+    case 'N': o.launchRanks = static_cast<int>(parseIntFlag(flag_, v, 1, rules_.maxRanks)); break;
+    case 'T': o.timeoutSec = static_cast<int>(parseIntFlag(flag_, v, 0, 1 << 30)); break;
+  }
+  return true;
+}
+
+void FlagParser::finish(CommonOptions& o) const {
+  // nccl-tests: a lone -b or -e moves the other bound along when they would cross.
+  if (sawMin_ && !sawMax_ && o.maxBytes < o.minBytes) o.maxBytes = o.minBytes;
+  if (sawMax_ && !sawMin_ && o.minBytes > o.maxBytes) o.minBytes = o.maxBytes;
+  if (o.minBytes > o.maxBytes) throw UsageError("-b (minbytes) is larger than -e (maxbytes)");
+  if (o.stepFactor <= 1 && o.stepBytes == 0)
+    throw UsageError("-i (stepbytes) must be positive when -f (stepfactor) is 1");
+}
+
 Options parseOptions(int argc, char** argv) {
   Options o;
   bool haveCollective = false;
-  bool sawMin = false;
-  bool sawMax = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    char letter = 0;
-    std::string_view flag = arg;
-    std::optional<std::string_view> inlineValue;
-    if (arg.starts_with("--") && arg.size() > 2) {
-      std::string_view name = arg.substr(2);
-      if (auto eq = name.find('='); eq != std::string_view::npos) {
-        inlineValue = name.substr(eq + 1);
-        name = name.substr(0, eq);
-        flag = arg.substr(0, eq + 2);
-      }
-      letter = shortFor(name);
-      if (!letter) throw UsageError("unknown option '" + std::string(arg) + "'");
-    } else if (arg.size() >= 2 && arg[0] == '-' &&
-               !std::isdigit(static_cast<unsigned char>(arg[1]))) {
-      letter = arg[1];
-      flag = arg.substr(0, 2);
-      if (arg.size() > 2) inlineValue = arg.substr(2);
-    } else {
-      auto c = parseCollective(arg);
+  FlagParser p(argc, argv,
+               {.longFlags = kLongFlags, .letters = "JBC", .maxRanks = 4096, .typeLists = false});
+  while (p.next()) {
+    if (p.positional()) {
+      auto c = parseCollective(p.arg());
       if (!c)
-        throw UsageError("unknown collective '" + std::string(arg) +
+        throw UsageError("unknown collective '" + std::string(p.arg()) +
                          "' (all_gather, reduce_scatter, all_reduce)");
       if (haveCollective) throw UsageError("more than one collective given");
       o.collective = *c;
       haveCollective = true;
       continue;
     }
-    if (letter == 'h') {
-      o.help = true;
-      continue;
-    }
-    if (letter == 'X') {
+    if (p.letter() == 'X') {
       o.explain = true;
       continue;
     }
-    if (letter == 'S') {
+    if (p.letter() == 'S') {
       o.sharedBuffers = true;
       continue;
     }
-    if (std::string_view("beifnwcdoNTJBC").find(letter) == std::string_view::npos)
-      throw UsageError("unknown option '" + std::string(arg) + "'");
-    std::string_view value;
-    if (inlineValue) {
-      value = *inlineValue;
-    } else {
-      if (i + 1 >= argc) throw UsageError(std::string(flag) + ": missing value");
-      value = argv[++i];
-    }
-    switch (letter) {
-      case 'b':
-        o.minBytes = parseSizeFlag(flag, value);
-        sawMin = true;
-        break;
-      case 'e':
-        o.maxBytes = parseSizeFlag(flag, value);
-        sawMax = true;
-        break;
-      case 'i': o.stepBytes = parseSizeFlag(flag, value); break;
-      case 'f': o.stepFactor = static_cast<uint64_t>(parseInt(flag, value, 1, 1 << 20)); break;
-      case 'n': o.iters = static_cast<int>(parseInt(flag, value, 1, 1 << 30)); break;
-      case 'w': o.warmup = static_cast<int>(parseInt(flag, value, 0, 1 << 30)); break;
-      case 'c': o.check = parseInt(flag, value, 0, 1) != 0; break;
-      case 'd': o.types = parseTypes(value); break;
-      case 'o': o.ops = parseOps(value); break;
-      case 'N': o.launchRanks = static_cast<int>(parseInt(flag, value, 1, 4096)); break;
-      case 'T': o.timeoutSec = static_cast<int>(parseInt(flag, value, 0, 1 << 30)); break;
+    if (p.applyCommon(o)) continue;
+    const std::string_view value = p.value();
+    switch (p.letter()) {
       case 'J': o.jsonPath = std::string(value); break;
       case 'B':
         // Repeatable, or a comma list: --baseline mpi --baseline memcpy, --baseline mpi,memcpy.
-        for (size_t at = 0; at <= value.size();) {
-          const size_t comma = std::min(value.find(',', at), value.size());
-          const std::string_view name = value.substr(at, comma - at);
+        forEachItem(value, [&](std::string_view name) {
           if (name == "mpi")
             o.mpiBaseline = true;
           else if (name == "memcpy")
@@ -227,26 +276,20 @@ Options parseOptions(int argc, char** argv) {
           else
             throw UsageError("--baseline: expected mpi or memcpy (or both: mpi,memcpy), got '" +
                              std::string(name) + "'");
-          at = comma + 1;
-        }
+        });
         break;
       case 'C': o.calibratePath = std::string(value); break;
-      default: throw UsageError("unknown option '" + std::string(arg) + "'");
+      default: throw p.unknown();
     }
   }
   if (o.help) return o;
   if (!haveCollective && o.calibratePath.empty())
     throw UsageError("missing collective (all_gather, reduce_scatter or all_reduce)");
-  // nccl-tests: a lone -b or -e moves the other bound along when they would cross.
-  if (sawMin && !sawMax && o.maxBytes < o.minBytes) o.maxBytes = o.minBytes;
-  if (sawMax && !sawMin && o.minBytes > o.maxBytes) o.minBytes = o.maxBytes;
-  if (o.minBytes > o.maxBytes) throw UsageError("-b (minbytes) is larger than -e (maxbytes)");
-  if (o.stepFactor <= 1 && o.stepBytes == 0)
-    throw UsageError("-i (stepbytes) must be positive when -f (stepfactor) is 1");
+  p.finish(o);
   return o;
 }
 
-std::vector<size_t> sizeSequence(const Options& o) {
+std::vector<size_t> sizeSequence(const CommonOptions& o) {
   std::vector<size_t> sizes;
   for (size_t size = o.minBytes; size <= o.maxBytes;) {
     sizes.push_back(size);
@@ -255,6 +298,16 @@ std::vector<size_t> sizeSequence(const Options& o) {
     size = next;
   }
   return sizes;
+}
+
+size_t elementCount(Collective c, size_t bytes, size_t typeSize, int nranks) {
+  if (c == Collective::AllReduce) return bytes / typeSize;
+  return bytes / (typeSize * static_cast<size_t>(nranks));
+}
+
+size_t reportedBytes(Collective c, size_t count, size_t typeSize, int nranks) {
+  if (c == Collective::AllReduce) return count * typeSize;
+  return count * typeSize * static_cast<size_t>(nranks);
 }
 
 std::string usageText(const char* program) {

@@ -137,113 +137,94 @@ class StreamCollectives : public ::testing::TestWithParam<Layout> {
     std::string why;
     if (!cudaDevicePresent(&why)) GTEST_SKIP() << "no CUDA device: " << why;
   }
-  RunOptions options() const {
+  using Body = void (*)(const std::shared_ptr<Communicator>&, cudaStream_t, const RankContext&);
+  // Runs `body` on every rank, each with a communicator and a non-blocking stream on GPU 0.
+  void onEveryRank(Body body) const {
     RunOptions o;
     o.timeout = std::chrono::seconds(240);
     if (!GetParam().ipc) o.env["SHARC_CUDA_IPC"] = "0";
-    return o;
+    runRanks(
+        GetParam().ranks,
+        [body](const RankContext& ctx) {
+          CUDA_OK(cudaSetDevice(0));
+          auto comm = Communicator::createFromEnvironment();
+          cudaStream_t s;
+          CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+          body(comm, s, ctx);
+          CUDA_OK(cudaStreamDestroy(s));
+        },
+        o);
   }
 };
 
 // Every collective, type, op and count, out of place and in place, with views at an offset.
 TEST_P(StreamCollectives, EveryTypeOpAndCount) {
-  runRanks(
-      GetParam().ranks,
-      [](const RankContext&) {
-        CUDA_OK(cudaSetDevice(0));
-        auto comm = Communicator::createFromEnvironment();
-        cudaStream_t s;
-        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        const DataType types[] = {DataType::Float32, DataType::BFloat16, DataType::Float16,
-                                  DataType::Float64, DataType::Int32,    DataType::Int8,
-                                  DataType::Uint8,   DataType::Int64,    DataType::Uint64};
-        const RedOp ops[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
-        const size_t counts[] = {0, 1, 1001, (1u << 18) + 3};
-        std::string failures;
-        int delay = 20;  // only the first calls wait behind a delay: keeps the run short
-        for (bool inPlace : {false, true})
-          for (size_t count : counts)
-            for (DataType t : types) {
-              const size_t offset = inPlace ? 0 : dataTypeSize(t);
-              for (Coll c : {Coll::AllGather, Coll::Broadcast}) {
-                failures += runCase(*comm, s, c, t, RedOp::Sum, count, inPlace, offset, delay);
-                delay = 0;
-              }
-              for (RedOp op : ops)
-                for (Coll c : {Coll::ReduceScatter, Coll::AllReduce})
-                  failures += runCase(*comm, s, c, t, op, count, inPlace, offset, 0);
-            }
-        cudaStreamDestroy(s);
-        if (!failures.empty()) throw std::runtime_error(failures.substr(0, 2000));
-      },
-      options());
+  onEveryRank([](const std::shared_ptr<Communicator>& comm, cudaStream_t s, const RankContext&) {
+    const DataType types[] = {DataType::Float32, DataType::BFloat16, DataType::Float16,
+                              DataType::Float64, DataType::Int32,    DataType::Int8,
+                              DataType::Uint8,   DataType::Int64,    DataType::Uint64};
+    const RedOp ops[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
+    const size_t counts[] = {0, 1, 1001, (1u << 18) + 3};
+    std::string failures;
+    int delay = 20;  // only the first calls wait behind a delay: keeps the run short
+    for (bool inPlace : {false, true})
+      for (size_t count : counts)
+        for (DataType t : types) {
+          const size_t offset = inPlace ? 0 : dataTypeSize(t);
+          for (Coll c : {Coll::AllGather, Coll::Broadcast}) {
+            failures += runCase(*comm, s, c, t, RedOp::Sum, count, inPlace, offset, delay);
+            delay = 0;
+          }
+          for (RedOp op : ops)
+            for (Coll c : {Coll::ReduceScatter, Coll::AllReduce})
+              failures += runCase(*comm, s, c, t, op, count, inPlace, offset, 0);
+        }
+    if (!failures.empty()) throw std::runtime_error(failures.substr(0, 2000));
+  });
 }
 
 // 64 MiB per rank gathered: big enough for several staging chunks and long kernels.
 TEST_P(StreamCollectives, LargeAllGatherAndReduceScatter) {
-  runRanks(
-      GetParam().ranks,
-      [](const RankContext&) {
-        CUDA_OK(cudaSetDevice(0));
-        auto comm = Communicator::createFromEnvironment();
-        cudaStream_t s;
-        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        const size_t count = (64u << 20) / 4 + 1;
-        std::string failures =
-            runCase(*comm, s, Coll::AllGather, DataType::Float32, RedOp::Sum, count, false, 0, 0);
-        failures += runCase(*comm, s, Coll::ReduceScatter, DataType::BFloat16, RedOp::Sum,
-                            count / 2, false, 0, 0);
-        cudaStreamDestroy(s);
-        if (!failures.empty()) throw std::runtime_error(failures);
-      },
-      options());
+  onEveryRank([](const std::shared_ptr<Communicator>& comm, cudaStream_t s, const RankContext&) {
+    const size_t count = (64u << 20) / 4 + 1;
+    std::string failures =
+        runCase(*comm, s, Coll::AllGather, DataType::Float32, RedOp::Sum, count, false, 0, 0);
+    failures += runCase(*comm, s, Coll::ReduceScatter, DataType::BFloat16, RedOp::Sum, count / 2,
+                        false, 0, 0);
+    if (!failures.empty()) throw std::runtime_error(failures);
+  });
 }
 
 // The call returns while its stream is still held up; later work sees the result.
 TEST_P(StreamCollectives, CallerIsNotBlocked) {
-  runRanks(
-      GetParam().ranks,
-      [](const RankContext&) {
-        CUDA_OK(cudaSetDevice(0));
-        auto comm = Communicator::createFromEnvironment();
-        cudaStream_t s;
-        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-        // The first call also creates the worker: do it once before timing.
-        if (auto e =
-                runCase(*comm, s, Coll::AllReduce, DataType::Float32, RedOp::Sum, 16, false, 0, 0);
-            !e.empty())
-          throw std::runtime_error(e);
-        float* buf = nullptr;
-        CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)));
-        sleepOnStream(s, 1000);
-        const auto t0 = std::chrono::steady_clock::now();
-        comm->allReduce(buf, buf, 1024, DataType::Float32, RedOp::Sum, s);
-        const auto returned = std::chrono::steady_clock::now() - t0;
-        if (returned > std::chrono::milliseconds(500))
-          throw std::runtime_error(
-              "the call blocked its caller for " +
-              std::to_string(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(returned).count()) +
-              " ms while its stream was held up for 1000 ms");
-        if (cudaStreamQuery(s) != cudaErrorNotReady)
-          throw std::runtime_error("the stream finished before the delay it was given");
-        CUDA_OK(cudaStreamSynchronize(s));
-        comm->synchronizeStreamCalls(std::chrono::seconds(30));
-        cudaFree(buf);
-        cudaStreamDestroy(s);
-      },
-      options());
+  onEveryRank([](const std::shared_ptr<Communicator>& comm, cudaStream_t s, const RankContext&) {
+    // The first call also creates the worker: do it once before timing.
+    if (auto e = runCase(*comm, s, Coll::AllReduce, DataType::Float32, RedOp::Sum, 16, false, 0, 0);
+        !e.empty())
+      throw std::runtime_error(e);
+    float* buf = nullptr;
+    CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)));
+    sleepOnStream(s, 1000);
+    const auto t0 = std::chrono::steady_clock::now();
+    comm->allReduce(buf, buf, 1024, DataType::Float32, RedOp::Sum, s);
+    const auto returned = std::chrono::steady_clock::now() - t0;
+    if (returned > std::chrono::milliseconds(500))
+      throw std::runtime_error(
+          "the call blocked its caller for " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(returned).count()) +
+          " ms while its stream was held up for 1000 ms");
+    if (cudaStreamQuery(s) != cudaErrorNotReady)
+      throw std::runtime_error("the stream finished before the delay it was given");
+    CUDA_OK(cudaStreamSynchronize(s));
+    comm->synchronizeStreamCalls(std::chrono::seconds(30));
+    cudaFree(buf);
+  });
 }
 
 // Ranks that disagree on the count: an error on every rank, streams released, no hang.
 TEST_P(StreamCollectives, MismatchedCallsFailOnEveryRank) {
-  runRanks(
-      GetParam().ranks,
-      [](const RankContext& ctx) {
-        CUDA_OK(cudaSetDevice(0));
-        auto comm = Communicator::createFromEnvironment();
-        cudaStream_t s;
-        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  onEveryRank(
+      [](const std::shared_ptr<Communicator>& comm, cudaStream_t s, const RankContext& ctx) {
         float* buf = nullptr;
         CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 4096 * sizeof(float) * 8));
         comm->allGather(buf, buf + 4096 * 4, ctx.rank == 0 ? 100 : 101, DataType::Float32, s);
@@ -261,9 +242,7 @@ TEST_P(StreamCollectives, MismatchedCallsFailOnEveryRank) {
         }
         if (!threw) throw std::runtime_error("a call after the failure did not throw");
         cudaFree(buf);
-        cudaStreamDestroy(s);
-      },
-      options());
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCollectives,
