@@ -40,8 +40,9 @@ void* findWaitValue() {
 }  // namespace
 
 struct StreamGate::HostWait {
-  StreamGate* gate;
+  std::atomic<uint32_t>* counter;
   uint32_t value;
+  std::chrono::milliseconds timeout;
 };
 
 StreamGate::StreamGate(std::chrono::milliseconds timeout)
@@ -50,6 +51,12 @@ StreamGate::StreamGate(std::chrono::milliseconds timeout)
   new (flag_.get()) std::atomic<uint32_t>(0);
   deviceFlag_ = flag_.devicePointer();
   waitValue_ = findWaitValue();
+}
+
+StreamGate::~StreamGate() {
+  // Every call was released before the executor let go of its gate; the counter stays
+  // (one pinned page per communicator that made stream-ordered calls).
+  new PinnedBuffer(std::move(flag_));
 }
 
 void StreamGate::hold(cudaStream_t stream, uint32_t value) {
@@ -63,13 +70,13 @@ void StreamGate::hold(cudaStream_t stream, uint32_t value) {
                                                                     << "); using host functions");
     waitValue_ = nullptr;
   }
-  auto* wait = new HostWait{this, value};
+  auto* wait = new HostWait{&counterAt(flag_.get()), value, timeout_};
   const cudaError_t status = cudaLaunchHostFunc(
       stream,
       [](void* arg) {
         std::unique_ptr<HostWait> w(static_cast<HostWait*>(arg));
-        const auto deadline = std::chrono::steady_clock::now() + w->gate->timeout_;
-        while (static_cast<int32_t>(w->gate->released() - w->value) < 0) {
+        const auto deadline = std::chrono::steady_clock::now() + w->timeout;
+        while (static_cast<int32_t>(w->counter->load(std::memory_order_acquire) - w->value) < 0) {
           if (std::chrono::steady_clock::now() > deadline) {
             SHARC_WARN("stream gate: gave up waiting for stream-ordered call " << w->value
                                                                                << " (timeout)");

@@ -20,6 +20,9 @@ class StreamGate {
  public:
   /// `timeout` bounds the host-function fallback's wait (the stream is let go after it).
   explicit StreamGate(std::chrono::milliseconds timeout);
+  /// Opens the gate fully and leaves its counter allocated: a stream may still have a wait
+  /// on it queued behind other work, and must not read freed memory when it gets there.
+  ~StreamGate();
   StreamGate(const StreamGate&) = delete;
   StreamGate& operator=(const StreamGate&) = delete;
 
@@ -34,7 +37,7 @@ class StreamGate {
   bool usesStreamMemOps() const { return waitValue_ != nullptr; }
 
  private:
-  struct HostWait;  // what the fallback's host function needs
+  struct HostWait;  // what the fallback's host function needs (never the gate itself)
   PinnedBuffer flag_;
   void* deviceFlag_ = nullptr;
   void* waitValue_ = nullptr;  // cuStreamWaitValue32, or nullptr: host-function fallback
