@@ -84,6 +84,16 @@ bool copiesWithCpu(const std::string& provider) {
   return false;
 }
 
+// FI_HMEM where GPU memory is worth it: the NIC providers (GPUDirect). Providers that copy
+// with the CPU (shm) get slower for host memory when opened with it; SHARC_NCCL_HMEM=1 asks
+// for it anyway (the tests use that to drive the registration path over shm).
+bool openWithHmem(const std::string& provider) {
+  const std::string& mode = core::Config::get().ncclHmem;
+  if (mode == "1") return true;
+  if (mode == "0") return false;
+  return !copiesWithCpu(provider);
+}
+
 }  // namespace
 
 NetDevice::NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint)
@@ -382,7 +392,7 @@ void openDevices() {
         transport::EndpointOptions options;
         options.provider = provider;
         options.requiredNic = domain;
-        options.hmem = true;  // FI_HMEM where the provider has it (ptrSupport)
+        options.hmem = openWithHmem(provider);  // GPU memory where wanted (ptrSupport)
         devices->push_back(std::make_unique<NetDevice>(static_cast<int>(devices->size()),
                                                        transport::openFabricEndpoint(options)));
       } catch (const std::exception& e) {

@@ -195,6 +195,10 @@ Config Config::load() {
   if (auto v = envValue("SHARC_CMA")) config.cma = parseSwitch("SHARC_CMA", *v);
   if (auto v = envValue("SHARC_SHM")) config.shm = parseSwitch("SHARC_SHM", *v);
   if (auto v = envValue("SHARC_CUDA_IPC")) config.cudaIpc = parseSwitch("SHARC_CUDA_IPC", *v);
+  if (auto v = envValue("SHARC_NCCL_HMEM")) {
+    if (*v != "auto" && *v != "0" && *v != "1") badValue("SHARC_NCCL_HMEM", *v, "auto, 0 or 1");
+    config.ncclHmem = *v;
+  }
   if (auto v = envValue("SHARC_HIER_PROXY")) {
     if (*v != "auto" && *v != "rail" && *v != "rotated")
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");

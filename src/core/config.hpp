@@ -30,6 +30,10 @@ struct Config {
   /// SHARC_CUDA_IPC: stream-ordered collectives among ranks of one host map each other's
   /// device buffers through CUDA IPC (0: they stage through host memory like remote ranks).
   bool cudaIpc = true;
+  /// SHARC_NCCL_HMEM: which of the NCCL plugin's providers are opened with FI_HMEM (GPU
+  /// memory): "auto" the NIC providers only (efa, verbs, ...; on shm it slows host transfers
+  /// of 256 KiB to 4 MiB by a fifth), "1" every provider that has it, "0" none.
+  std::string ncclHmem = "auto";
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;
