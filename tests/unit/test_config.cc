@@ -15,14 +15,14 @@ namespace sharc::core {
 namespace {
 
 const char* const kVars[] = {
-    "SHARC_DEBUG",   "SHARC_TIMEOUT_MS",     "SHARC_FI_PROVIDER",
-    "FI_PROVIDER",   "SHARC_ALGO",           "SHARC_CHUNK_BYTES",
-    "SHARC_NODE_ID", "SHARC_SOCKET_IFNAME",  "SHARC_ROOT",
-    "SHARC_RANK",    "SHARC_WORLD_SIZE",     "SHARC_JOB_TOKEN",
-    "MASTER_ADDR",   "MASTER_PORT",          "RANK",
-    "WORLD_SIZE",    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "SLURM_PROCID",  "SLURM_NTASKS",         "SHARC_CMA",
-    "SHARC_TUNER_FILE",
+    "SHARC_DEBUG",      "SHARC_TIMEOUT_MS",     "SHARC_FI_PROVIDER",
+    "FI_PROVIDER",      "SHARC_ALGO",           "SHARC_CHUNK_BYTES",
+    "SHARC_NODE_ID",    "SHARC_SOCKET_IFNAME",  "SHARC_ROOT",
+    "SHARC_RANK",       "SHARC_WORLD_SIZE",     "SHARC_JOB_TOKEN",
+    "MASTER_ADDR",      "MASTER_PORT",          "RANK",
+    "WORLD_SIZE",       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "SLURM_PROCID",     "SLURM_NTASKS",         "SHARC_CMA",
+    "SHARC_TUNER_FILE", "SHARC_CUDA_IPC",       "SHARC_NCCL_HMEM",
 };
 
 // Clears every variable the code under test reads, and restores them afterwards.
@@ -161,6 +161,20 @@ TEST_F(ConfigEnvTest, SingleCopySwitch) {
   }
   set("SHARC_CMA", "maybe");
   expectInvalid([] { Config::load(); }, {"SHARC_CMA", "'maybe'"});
+}
+
+// The GPU switches: CUDA IPC for stream-ordered calls, FI_HMEM for the NCCL plugin.
+TEST_F(ConfigEnvTest, GpuSwitches) {
+  EXPECT_TRUE(Config::load().cudaIpc);
+  EXPECT_EQ(Config::load().ncclHmem, "auto");
+  set("SHARC_CUDA_IPC", "0");
+  EXPECT_FALSE(Config::load().cudaIpc);
+  for (const char* mode : {"auto", "0", "1"}) {
+    set("SHARC_NCCL_HMEM", mode);
+    EXPECT_EQ(Config::load().ncclHmem, mode);
+  }
+  set("SHARC_NCCL_HMEM", "yes");
+  expectInvalid([] { Config::load(); }, {"SHARC_NCCL_HMEM", "'yes'", "auto, 0 or 1"});
 }
 
 TEST_F(ConfigEnvTest, GetIsOneSharedInstance) {
