@@ -347,22 +347,6 @@ int intAvgModeFor(DataType type, uint64_t divisor) noexcept {
   }
 }
 
-size_t elementSize(DataType type) noexcept {
-  switch (type) {
-    case DataType::Int8:
-    case DataType::Uint8: return 1;
-    case DataType::Float16:
-    case DataType::BFloat16: return 2;
-    case DataType::Int32:
-    case DataType::Uint32:
-    case DataType::Float32: return 4;
-    case DataType::Int64:
-    case DataType::Uint64:
-    case DataType::Float64: return 8;
-  }
-  return 0;
-}
-
 unsigned misalignment(const void* ptr) noexcept {
   return static_cast<unsigned>(reinterpret_cast<uintptr_t>(ptr) & 15u);
 }
@@ -372,7 +356,7 @@ unsigned misalignment(const void* ptr) noexcept {
 cudaError_t reduce(void* out, const void* const* inputs, int n, size_t count, DataType type,
                    RedOp op, uint64_t avgDivisor, cudaStream_t stream) noexcept {
   if (n < 1 || n > kMaxReduceInputs) return cudaErrorInvalidValue;
-  const size_t size = elementSize(type);
+  const size_t size = dataTypeSize(type);  // 0 for an invalid type
   if (size == 0) return cudaErrorInvalidValue;
   if (static_cast<unsigned>(op) >= static_cast<unsigned>(kNumRedOps)) {
     return cudaErrorInvalidValue;

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -37,23 +36,6 @@ using namespace sharc::perf;
 constexpr int kExitSkip = 77;            // no CUDA device: CTest's SKIP_RETURN_CODE
 constexpr double kTargetFraction = 0.7;  // the target: busbw >= 70 % of the copy bw
 constexpr int kCopyReps = 10;            // timed device copies (the median is reported)
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
-// nccl-tests' time column: fewer decimals as the time grows.
-std::string timeStr(double us) {
-  if (us >= 10000.0) return format("%7.0f", us);
-  if (us >= 100.0) return format("%7.1f", us);
-  return format("%7.2f", us);
-}
 
 struct GpuRow {
   Collective collective = Collective::AllReduce;

@@ -26,9 +26,6 @@ void computeBandwidth(Collective c, int nranks, size_t bytes, Measure& m) {
 Reporter::Reporter(const Options& options, bool print, std::FILE* out)
     : options_(options), print_(print), out_(out) {}
 
-namespace {
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char* fmt, ...) {
   char buf[512];
   va_list ap;
@@ -38,12 +35,13 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-// nccl-tests' time column: fewer decimals as the time grows.
 std::string timeStr(double us) {
   if (us >= 10000.0) return format("%7.0f", us);
   if (us >= 100.0) return format("%7.1f", us);
   return format("%7.2f", us);
 }
+
+namespace {
 
 std::string measureCols(const Measure& m) {
   std::string wrong = m.wrong < 0 ? "N/A" : format("%lld", m.wrong);

@@ -11,6 +11,11 @@
 
 namespace sharc::perf {
 
+/// printf into a std::string (at most 511 characters).
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+/// nccl-tests' time column in microseconds: fewer decimals as the time grows (7 wide).
+std::string timeStr(double us);
+
 /// One timed variant (out-of-place or in-place) of one row.
 struct Measure {
   double timeUs = 0;

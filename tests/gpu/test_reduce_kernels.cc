@@ -41,6 +41,16 @@ std::string paramName(DataType type) {
   return dataTypeName(type);
 }
 
+// Every element type, in enum order; suites of one type parameter are named by it.
+auto everyType() {
+  return ::testing::Values(DataType::Int8, DataType::Uint8, DataType::Int32, DataType::Uint32,
+                           DataType::Int64, DataType::Uint64, DataType::Float16, DataType::Float32,
+                           DataType::Float64, DataType::BFloat16);
+}
+std::string typeParamName(const ::testing::TestParamInfo<DataType>& info) {
+  return paramName(info.param);
+}
+
 // ---- argument checking ---------------------------------------------------------------------
 
 using KernelArgs = DeviceTest<::testing::Test>;
@@ -171,16 +181,14 @@ TEST_P(ReduceSweep, AllCountsInputsAndLayouts) {
   withModel(type, [&](auto model) { sweep<decltype(model)>(op); });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Kernels, ReduceSweep,
-    ::testing::Combine(
-        ::testing::Values(DataType::Int8, DataType::Uint8, DataType::Int32, DataType::Uint32,
-                          DataType::Int64, DataType::Uint64, DataType::Float16, DataType::Float32,
-                          DataType::Float64, DataType::BFloat16),
-        ::testing::Values(RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg)),
-    [](const ::testing::TestParamInfo<std::tuple<DataType, RedOp>>& info) {
-      return paramName(std::get<0>(info.param)) + "_" + redOpName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Kernels, ReduceSweep,
+                         ::testing::Combine(everyType(),
+                                            ::testing::Values(RedOp::Sum, RedOp::Prod, RedOp::Max,
+                                                              RedOp::Min, RedOp::Avg)),
+                         [](const ::testing::TestParamInfo<std::tuple<DataType, RedOp>>& info) {
+                           return paramName(std::get<0>(info.param)) + "_" +
+                                  redOpName(std::get<1>(info.param));
+                         });
 
 // ---- Avg divisors, including those core::finishAverage treats specially -------------------
 
@@ -248,14 +256,7 @@ TEST_P(AvgDivisors, FollowFinishAverageRules) {
   withModel(GetParam(), [&](auto model) { run<decltype(model)>(); });
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, AvgDivisors,
-                         ::testing::Values(DataType::Int8, DataType::Uint8, DataType::Int32,
-                                           DataType::Uint32, DataType::Int64, DataType::Uint64,
-                                           DataType::Float16, DataType::Float32, DataType::Float64,
-                                           DataType::BFloat16),
-                         [](const ::testing::TestParamInfo<DataType>& info) {
-                           return paramName(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Kernels, AvgDivisors, everyType(), typeParamName);
 
 // ---- NaN propagation of Max/Min ------------------------------------------------------------
 
@@ -332,9 +333,7 @@ TEST_P(NanPropagation, MaxMin) {
 INSTANTIATE_TEST_SUITE_P(Kernels, NanPropagation,
                          ::testing::Values(DataType::Float16, DataType::Float32, DataType::Float64,
                                            DataType::BFloat16),
-                         [](const ::testing::TestParamInfo<DataType>& info) {
-                           return paramName(info.param);
-                         });
+                         typeParamName);
 
 // ---- two inputs: bit for bit what the host reduction (core::reduce) gives ------------------
 //
@@ -413,14 +412,7 @@ TEST_P(MatchesHost, TwoInputsAnyBits) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, MatchesHost,
-                         ::testing::Values(DataType::Int8, DataType::Uint8, DataType::Int32,
-                                           DataType::Uint32, DataType::Int64, DataType::Uint64,
-                                           DataType::Float16, DataType::Float32, DataType::Float64,
-                                           DataType::BFloat16),
-                         [](const ::testing::TestParamInfo<DataType>& info) {
-                           return paramName(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Kernels, MatchesHost, everyType(), typeParamName);
 
 }  // namespace
 }  // namespace sharc::kernels
