@@ -202,6 +202,19 @@ class Communicator {
   /// communicator throw InvalidUsage. Called by the destructor if not called before.
   void destroy() noexcept;
 
+  /// Fails every pending and later operation of this communicator on this rank at once, with
+  /// an error carrying `reason`, and tells the other ranks (their pending and later operations
+  /// fail too). Callable from any thread at any time; no closing barrier. destroy() (or the
+  /// destructor) then releases the endpoint share without waiting for peers.
+  void abort(const std::string& reason = "aborted by the application") noexcept;
+  /// Success while the communicator is healthy; otherwise why it failed: this rank's own
+  /// failure's code (Timeout, SystemError for a dead peer, InvalidUsage for abort(), ...) or
+  /// RemoteError when a peer failed first, and the message in `message` when given.
+  Result failure(std::string* message = nullptr) const;
+  /// Bounds each operation started from now on by `timeout` (> 0) instead of the timeout the
+  /// communicator was created with; operations already started keep theirs.
+  void setTimeout(std::chrono::milliseconds timeout);
+
   /// Internal: the implementation object (for sharc's own plugins).
   detail::CommunicatorImpl& impl() { return *impl_; }
 

@@ -330,4 +330,16 @@ void Communicator::destroy() noexcept {
   if (impl_) impl_->destroy();
 }
 
+void Communicator::abort(const std::string& reason) noexcept {
+  if (impl_) impl_->abort(reason);
+}
+
+void Communicator::setTimeout(std::chrono::milliseconds timeout) {
+  impl_->setTimeout(timeout);
+}
+
+Result Communicator::failure(std::string* message) const {
+  return impl_->failure(message);
+}
+
 }  // namespace sharc

@@ -191,7 +191,7 @@ algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type
   ctx.type = type;
   ctx.op = op;
   ctx.count = count;
-  ctx.deadline = std::chrono::steady_clock::now() + c.timeout;
+  ctx.deadline = std::chrono::steady_clock::now() + c.timeout.load();
   return ctx;
 }
 
@@ -249,7 +249,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
     if (!c.pids.empty()) pids.push_back(c.pids[m]);
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
-                                           c.nodes.subset(members), c.timeout, c.algos);
+                                           c.nodes.subset(members), c.timeout.load(), c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
@@ -271,7 +271,7 @@ void CommunicatorImpl::destroy() noexcept {
     try {
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       waitRequest(*req.state_,
-                  std::min<std::chrono::milliseconds>(c.timeout, std::chrono::seconds(10)));
+                  std::min<std::chrono::milliseconds>(c.timeout.load(), std::chrono::seconds(10)));
     } catch (const std::exception& e) {
       SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
     }
@@ -289,6 +289,34 @@ void CommunicatorImpl::destroy() noexcept {
     SHARC_WARN("rank " << c.rank << ": destroy: transfers still pending; leaking their state");
     new std::shared_ptr<CommState>(state_);  // deliberately leaked: the provider may write to it
   }
+}
+
+void CommunicatorImpl::abort(const std::string& reason) noexcept {
+  CommState& c = *state_;
+  std::lock_guard<std::mutex> lock(c.engine->mu);
+  if (destroyed_ || c.aborted) return;
+  SHARC_INFO("rank " << c.rank << ": abort: " << reason);
+  try {
+    c.abort(reason, Result::InvalidUsage);  // fails the active operations, tells the peers
+    c.engine->progressLocked();             // lets the failures be reported now
+  } catch (const std::exception& e) {
+    SHARC_WARN("rank " << c.rank << ": abort: " << e.what());
+  }
+}
+
+void CommunicatorImpl::setTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0)
+    throw Error(Result::InvalidArgument,
+                "rank " + std::to_string(rank()) + ": setTimeout: the timeout must be positive, got " +
+                    std::to_string(timeout.count()) + " ms");
+  state_->timeout.store(timeout);
+}
+
+Result CommunicatorImpl::failure(std::string* message) const {
+  CommState& c = *state_;
+  std::lock_guard<std::mutex> lock(c.engine->mu);
+  if (message) *message = c.aborted ? c.abortMessage : std::string();
+  return c.aborted ? c.abortCode : Result::Success;
 }
 
 }  // namespace sharc::detail

@@ -2,6 +2,8 @@
 // communicator and everything split from it, the per-communicator state, and requests.
 #pragma once
 
+#include <atomic>
+
 #include <array>
 #include <bitset>
 #include <chrono>
@@ -75,7 +77,8 @@ class CommState final : public transport::TransferOwner {
   const std::vector<uint32_t> peers;  ///< communicator rank -> endpoint peer
   const std::vector<int32_t> pids;    ///< communicator rank -> pid; empty without single copy
   const algo::NodeMap nodes;          ///< communicator rank -> node
-  const std::chrono::milliseconds timeout;
+  /// Bound on each operation started from now on (Communicator::setTimeout changes it).
+  std::atomic<std::chrono::milliseconds> timeout;
   const algo::AlgorithmOverride algos;
   uint32_t nextSeq = 0;
   std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
@@ -86,11 +89,14 @@ class CommState final : public transport::TransferOwner {
   std::unordered_map<uint64_t, uint32_t> sendSeq, recvSeq;
   bool aborted = false;
   std::string abortMessage;
+  /// Why the communicator failed (Success while it has not): this rank's failure's code, or
+  /// RemoteError for a peer's notice.
+  Result abortCode = Result::Success;
 
   /// Posts the abort-notice receive (engine lock held).
   void start();
-  /// Marks the communicator failed and tells every other rank (engine lock held).
-  void abort(const std::string& reason);
+  /// Marks the communicator failed with `code` and tells every other rank (engine lock held).
+  void abort(const std::string& reason, Result code);
   /// Cancels the abort-notice receive before the communicator goes away (engine lock held).
   void close();
   bool quiescent() const { return posted_ == 0; }
@@ -151,6 +157,10 @@ class CommunicatorImpl {
   Result streamAsyncError(std::string* message) const;
   void synchronizeStreamCalls(std::chrono::milliseconds timeout);
   void destroy() noexcept;
+  /// Fails every pending and later operation here and tells the peers (communicator.hpp).
+  void abort(const std::string& reason) noexcept;
+  Result failure(std::string* message) const;
+  void setTimeout(std::chrono::milliseconds timeout);
   bool destroyed() const { return destroyed_; }
   CommState& state() { return *state_; }
 

@@ -42,7 +42,7 @@ bool Engine::progressLocked() {
       SHARC_WARN(r.message);
       // A local failure (dead peer, mismatch, timeout) is announced to the other ranks so
       // they fail now instead of at their own timeout.
-      if (r.code != Result::RemoteError && !r.comm->aborted) r.comm->abort(r.message);
+      if (r.code != Result::RemoteError && !r.comm->aborted) r.comm->abort(r.message, r.code);
       r.drainUntil = Clock::now() + kCancelDrain;
     }
     if (st == algo::Schedule::State::Failed && !r.schedule->quiescent()) {
@@ -105,9 +105,10 @@ void CommState::start() {
                           "will surface as timeouts");
 }
 
-void CommState::abort(const std::string& reason) {
+void CommState::abort(const std::string& reason, Result code) {
   if (aborted) return;
   aborted = true;
+  abortCode = code;
   abortMessage = "communicator aborted by this rank: " + reason;
   notice_ = reason.substr(0, sizeof(controlBuf_) - 2);
   for (int peer = 0; peer < size; ++peer) {
@@ -137,6 +138,7 @@ void CommState::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t ta
   controlPosted_ = false;
   if (aborted) return;
   aborted = true;
+  abortCode = Result::RemoteError;
   controlBuf_[std::min(bytes, sizeof(controlBuf_) - 1)] = '\0';
   abortMessage = "rank " + std::to_string(algo::tag::rankOf(tag)) +
                  " aborted the communicator: " + controlBuf_;

@@ -148,7 +148,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
                                            c.nodes.subset(members),
-                                           timeout.count() > 0 ? timeout : c.timeout, c.algos);
+                                           timeout.count() > 0 ? timeout : c.timeout.load(), c.algos);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
