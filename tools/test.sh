@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: installs the dependencies, configures with the `default` preset (build/),
-# builds, and runs ctest, then the PyTorch backend's pytest suite in a Debian 13 root with
-# torch 2.6. Extra arguments go to ctest (e.g. -L perf, -R allreduce).
+# builds, and runs ctest, then the PyTorch backend's pytest suite on torch 2.6 (a Debian 13
+# root) and on the newest PyPI torch (a venv). Extra arguments go to ctest (e.g. -L perf).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,12 +29,19 @@ step "test (ctest --preset default -j${jobs})"
 status=0
 ctest --preset default -j"${jobs}" "$@" || status=$?
 
-# The PyTorch backend builds and runs against torch 2.6 in a Debian 13 root (made once and
-# cached by tools/torch-env.sh; Debian 12 has no torch). SHARC_TORCH_TESTS=0 skips it.
+# The PyTorch backend is built and tested against both supported torch versions: torch 2.6 in
+# a Debian 13 root (tools/torch-env.sh; Debian 12 has no torch) and the newest torch from PyPI
+# in a venv (tools/torch-venv.sh); both are made once and cached. SHARC_TORCH_TESTS=0 skips
+# them, SHARC_TORCH_TESTS=debian or =pypi runs one.
 torch_status=0
-if [[ ${SHARC_TORCH_TESTS:-1} != 0 ]]; then
-  step "torch backend (tools/torch-env.sh -- tools/torch-test.sh)"
+which_torch=${SHARC_TORCH_TESTS:-all}
+if [[ $which_torch == all || $which_torch == debian ]]; then
+  step "torch backend on torch 2.6 (tools/torch-env.sh -- tools/torch-test.sh)"
   bash tools/torch-env.sh -- bash tools/torch-test.sh || torch_status=$?
+fi
+if [[ $which_torch == all || $which_torch == pypi ]]; then
+  step "torch backend on the newest PyPI torch (tools/torch-venv.sh -- tools/torch-test.sh)"
+  bash tools/torch-venv.sh -- bash tools/torch-test.sh || torch_status=$?
 fi
 
 echo

@@ -199,8 +199,11 @@ class Communicator {
   void synchronizeStreamCalls(std::chrono::milliseconds timeout = std::chrono::milliseconds::max());
 
   /// Releases the endpoint share and fails every pending operation; later calls on this
-  /// communicator throw InvalidUsage. Called by the destructor if not called before.
-  void destroy() noexcept;
+  /// communicator throw InvalidUsage. Called by the destructor if not called before. Unless
+  /// aborted, it first waits for the other ranks in a closing barrier (so that none still
+  /// needs this endpoint for its last operation), at most `closingWait` (and at most the
+  /// communicator's timeout); a barrier that fails or times out is only logged.
+  void destroy(std::chrono::milliseconds closingWait = std::chrono::seconds(10)) noexcept;
 
   /// Fails every pending and later operation of this communicator on this rank at once, with
   /// an error carrying `reason`, and tells the other ranks (their pending and later operations

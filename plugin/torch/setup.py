@@ -7,8 +7,11 @@ Build requirements (no PyPI needed): torch with its headers, setuptools, CMake >
 compiler, pkg-config, libfabric and hwloc development files. SHARC_JOBS sets the build's
 parallelism (default: the number of CPUs).
 
-CUDA tensors: the extension itself needs no CUDA headers (it uses torch's device-generic
-APIs), but libsharc runs the stream-ordered collectives only when built with CUDA. With a torch
+CUDA tensors: with a CUDA torch and the CUDA toolkit's headers (CUDA_HOME, $CUDACXX's or nvcc's
+toolkit, /usr/local/cuda), the extension is compiled against torch's c10::cuda API
+(SHARC_TORCH_CUDA=1); otherwise it uses only torch's device-generic APIs and finds the one
+CUDA-specific function it needs in libc10_cuda at run time. libsharc runs the stream-ordered
+collectives only when built with CUDA. With a torch
 that has CUDA, libsharc is built with CUDA when CMake finds nvcc (on PATH, $CUDACXX, or torch's
 CUDA_HOME); with a CPU-only torch it is built without. SHARC_WITH_CUDA=ON/OFF overrides both.
 """
@@ -23,7 +26,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, include_path
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-SOURCES = ["backend.cc", "backend_p2p.cc", "cuda_work.cc", "launch.cc", "module.cc",
+SOURCES = ["backend.cc", "backend_lifecycle.cc", "backend_p2p.cc", "cuda_work.cc", "launch.cc", "module.cc",
            "tensor_args.cc", "work.cc"]
 
 
@@ -44,6 +47,29 @@ def _cuda_configure():
     print("sharc: torch has CUDA but no nvcc was found: libsharc is built without CUDA, and "
           "collectives on CUDA tensors will fail (set CUDACXX or put nvcc on PATH)")
     return ["-DSHARC_WITH_CUDA=OFF"], env
+
+
+def _torch_cuda_compile_args():
+    """(include dirs, macros, libraries) for compiling against torch's c10::cuda API: only
+    with a CUDA torch and the toolkit's headers at hand (SHARC_WITH_CUDA=OFF turns it off)."""
+    choice = os.environ.get("SHARC_WITH_CUDA", "").strip().upper()
+    if torch.version.cuda is None or choice in ("0", "OFF", "NO", "FALSE"):
+        return [], [("SHARC_TORCH_CUDA", "0")], []
+    from torch.utils.cpp_extension import CUDA_HOME
+    candidates = [CUDA_HOME, "/usr/local/cuda"]
+    nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc")
+    if nvcc:
+        candidates.insert(0, str(pathlib.Path(nvcc).resolve().parent.parent))
+    for home in filter(None, candidates):
+        include = pathlib.Path(home) / "include"
+        if (include / "cuda_runtime_api.h").exists():
+            return [str(include)], [("SHARC_TORCH_CUDA", "1")], ["c10_cuda"]
+    print("sharc: torch has CUDA but the CUDA toolkit's headers were not found: the extension "
+          "looks torch's CUDA stream API up at run time instead")
+    return [], [("SHARC_TORCH_CUDA", "0")], []
+
+
+CUDA_INCLUDES, CUDA_MACROS, CUDA_LIBRARIES = _torch_cuda_compile_args()
 
 
 class BuildWithSharc(BuildExtension):
@@ -94,10 +120,11 @@ setup(
             name="sharc._C",
             sources=[f"csrc/{s}" for s in SOURCES],
             include_dirs=[str(ROOT / "include"), str(HERE / "csrc")],
-            libraries=["sharc", "dl"],
+            define_macros=CUDA_MACROS,
+            libraries=["sharc", "dl"] + CUDA_LIBRARIES,
             # torch's headers as system headers: -Wall -Wextra then speak of sharc's code only.
             extra_compile_args=["-std=c++20", "-Wall", "-Wextra", "-O2"]
-            + [f"-isystem{p}" for p in include_paths()],
+            + [f"-isystem{p}" for p in include_paths() + CUDA_INCLUDES],
             extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
         )
     ],

@@ -326,8 +326,8 @@ void Communicator::barrier() {
   ibarrier().wait();
 }
 
-void Communicator::destroy() noexcept {
-  if (impl_) impl_->destroy();
+void Communicator::destroy(std::chrono::milliseconds closingWait) noexcept {
+  if (impl_) impl_->destroy(closingWait);
 }
 
 void Communicator::abort(const std::string& reason) noexcept {

@@ -259,7 +259,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   return wrap(std::move(child));
 }
 
-void CommunicatorImpl::destroy() noexcept {
+void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   if (destroyed_) return;
   stopStreamCalls();
   CommState& c = *state_;
@@ -271,7 +271,7 @@ void CommunicatorImpl::destroy() noexcept {
     try {
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       waitRequest(*req.state_,
-                  std::min<std::chrono::milliseconds>(c.timeout.load(), std::chrono::seconds(10)));
+                  std::min<std::chrono::milliseconds>(c.timeout.load(), closingWait));
     } catch (const std::exception& e) {
       SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
     }

@@ -156,7 +156,7 @@ class CommunicatorImpl {
                    RedOp op, int root, CudaStream stream);
   Result streamAsyncError(std::string* message) const;
   void synchronizeStreamCalls(std::chrono::milliseconds timeout);
-  void destroy() noexcept;
+  void destroy(std::chrono::milliseconds closingWait = std::chrono::seconds(10)) noexcept;
   /// Fails every pending and later operation here and tells the peers (communicator.hpp).
   void abort(const std::string& reason) noexcept;
   Result failure(std::string* message) const;

@@ -50,12 +50,14 @@ def _child(rank, world_size, backend, init_method, env, fn, args, results, devic
         try:
             out = fn(rank, world_size, *args)
         except BaseException:
-            dist.destroy_process_group()
+            if dist.is_initialized():
+                dist.destroy_process_group()
             raise
         # Report before tearing down: a hang in teardown (torch 2.6's gloo destructor can
         # deadlock on the GIL) then costs the join timeout, not the whole run.
         results.put((rank, True, out))
-        dist.destroy_process_group()
+        if dist.is_initialized():  # `fn` may have ended the group itself
+            dist.destroy_process_group()
         return
     except BaseException:  # noqa: BLE001  every failure goes back to the parent
         results.put((rank, False, traceback.format_exc()))

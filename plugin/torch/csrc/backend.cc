@@ -32,7 +32,7 @@ std::weak_ptr<sharc::Communicator> world;
 ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                      int size, std::chrono::milliseconds timeout,
                                      const std::vector<int64_t>& globalRanks)
-    : c10d::Backend(rank, size) {
+    : c10d::Backend(rank, size), globalRanks_(globalRanks), timeout_(timeout) {
   sharc::CommOptions options;
   options.timeout = timeout;
   const sharc::ExchangeFn exchange = storeExchange(store, rank, size);
@@ -65,7 +65,7 @@ ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& stor
 }
 
 ProcessGroupSharc::~ProcessGroupSharc() {
-  if (comm_) comm_->destroy();
+  if (comm_) shutdownGroup();
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::track(

@@ -15,6 +15,7 @@
 
 #include "cuda_work.hpp"
 #include "launch.hpp"
+#include "torch_compat.hpp"
 #include "work.hpp"
 
 namespace sharc::torch_backend {
@@ -34,6 +35,29 @@ class ProcessGroupSharc final : public c10d::Backend {
   const std::string getBackendName() const override { return "sharc"; }
   /// The sharc communicator (for tools and benchmarks).
   sharc::Communicator& communicator() { return *comm_; }
+
+  // Life cycle (backend_lifecycle.cc). abort() and shutdown() fail every pending work at
+  // once (the peers' works through the engine's abort notice) and end the group; they are
+  // idempotent and never wait for peers longer than a bounded closing barrier.
+  /// Fails every pending and later operation of the group, here and on its peers.
+  void abortGroup(const std::string& reason);
+  /// Ends the group: pending works fail, then the communicator is destroyed.
+  void shutdownGroup();
+  /// The group's timeout: works wait at most this long before failing (and aborting the group).
+  std::chrono::milliseconds timeout() const { return timeout_.load(); }
+  void changeTimeout(std::chrono::milliseconds timeout);
+#if SHARC_TORCH_HAS_ABORT
+  void abort() override { abortGroup("aborted through torch (ProcessGroup.abort)"); }
+  void shutdown() override { shutdownGroup(); }
+  c10d::ErrorType getError() override;
+#endif
+#if SHARC_TORCH_HAS_BACKEND_OPTIONS
+  /// The group's options: backend "sharc", its timeout, its global ranks.
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+#endif
+#if SHARC_TORCH_HAS_SET_TIMEOUT
+  void setTimeout(std::chrono::milliseconds timeout) override { changeTimeout(timeout); }
+#endif
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -122,6 +146,9 @@ class ProcessGroupSharc final : public c10d::Backend {
   const DeviceStreams& deviceStreams(c10::Device device);
 
   std::shared_ptr<sharc::Communicator> comm_;
+  std::vector<int64_t> globalRanks_;  // empty for the default group
+  std::atomic<std::chrono::milliseconds> timeout_;
+  std::once_flag ended_;  // shutdown or abort ran
   uint64_t seq_ = 0;  // operations started on this group
   bool coalescing_ = false;
   std::vector<sharc::Request> coalesced_;

@@ -8,12 +8,20 @@
 
 #include <thread>
 
+#if SHARC_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "torch_compat.hpp"
+
 namespace sharc::torch_backend {
 namespace {
 
+#if !SHARC_TORCH_CUDA
+// Built without CUDA headers (a CPU-only torch, or no toolkit when the extension was built):
 // c10::cuda::CUDAStream::stream() const, defined out of line in libc10_cuda (every torch
-// version). A CUDAStream holds exactly one c10::Stream, so a c10::Stream stands for it as
-// `this`.
+// version), looked up at run time. A CUDAStream holds exactly one c10::Stream, so a
+// c10::Stream stands for it as `this`.
 using StreamFn = CUstream_st* (*)(const c10::Stream*);
 constexpr const char* kStreamSymbol = "_ZNK3c104cuda10CUDAStream6streamEv";
 static_assert(sizeof(c10::Stream) == 16, "c10::Stream is expected to be a Device and an id");
@@ -28,6 +36,7 @@ StreamFn resolveStreamFn(std::string* why) {
                : "libc10_cuda.so is not loaded (torch without CUDA)";
   return reinterpret_cast<StreamFn>(sym);
 }
+#endif
 
 c10::impl::VirtualGuardImpl& cudaImpl() {
   static c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
@@ -39,10 +48,15 @@ c10::impl::VirtualGuardImpl& cudaImpl() {
 sharc::CudaStream nativeCudaStream(const c10::Stream& stream) {
   TORCH_CHECK(stream.device_type() == c10::DeviceType::CUDA, "sharc: ", stream,
               " is not a CUDA stream");
+#if SHARC_TORCH_CUDA
+  // torch's own CUDA API (the extension was built against a CUDA torch with CUDA headers).
+  return c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, stream).stream();
+#else
   static std::string why;
   static const StreamFn fn = resolveStreamFn(&why);
   TORCH_CHECK(fn != nullptr, "sharc: cannot get the cudaStream_t of ", stream, ": ", why);
   return fn(&stream);
+#endif
 }
 
 c10::Stream currentStream(c10::Device device) {

@@ -1,0 +1,173 @@
+"""The backend's life cycle as current torch drives it: the group's options and timeout
+(dist.set_timeout), abort and shutdown (every pending work fails with a clear error within a
+second, also when a peer is gone), the error state (Backend.get_error), and that neither
+dist.destroy_process_group() nor interpreter exit hangs.
+
+torch 2.6's c10d::Backend has none of abort/shutdown/get_error/options/set_timeout (they came
+in 2.7-2.12, see plugin/torch/csrc/torch_compat.hpp), so those tests skip there; the exit
+tests run on every version.
+"""
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from launcher import run_ranks
+
+VERSION = tuple(int(x) for x in torch.__version__.split(".")[:2])
+needs = lambda major, minor, what: pytest.mark.skipif(  # noqa: E731
+    VERSION < (major, minor), reason=f"torch {torch.__version__} has no {what} (added in "
+    f"{major}.{minor})")
+
+
+def _backend():
+    return dist.group.WORLD._get_backend(torch.device("cpu"))
+
+
+def _options_job(rank, ws):
+    b = _backend()
+    sub = dist.new_group([0, 1], timeout=datetime.timedelta(seconds=77))
+    return (b.options.backend, b.options._timeout.total_seconds(),
+            sub._get_backend(torch.device("cpu")).options._timeout.total_seconds(),
+            str(b.get_error()))
+
+
+@needs(2, 9, "Backend.options (getBackendOptions)")
+def test_options_name_the_backend_and_its_timeout():
+    for name, world_s, sub_s, err in run_ranks(2, _options_job):
+        assert name == "sharc"
+        assert world_s == 240  # the launcher's timeout
+        assert sub_s == 77
+        assert err.endswith("SUCCESS")
+
+
+def _set_timeout_job(rank, ws):
+    t = torch.ones(4)
+    dist.all_reduce(t)  # within the group's 240 s
+    dist.set_timeout(datetime.timedelta(seconds=1))
+    if rank == 1:
+        time.sleep(4)  # rank 0's all-reduce must not wait for this
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        return ("completed", time.monotonic() - start, str(_backend().get_error()))
+    except Exception as e:  # noqa: BLE001
+        return (str(e), time.monotonic() - start, str(_backend().get_error()))
+
+
+@needs(2, 12, "Backend.set_timeout")
+def test_set_timeout_bounds_later_operations():
+    (msg0, took0, err0), (msg1, _, err1) = run_ranks(2, _set_timeout_job)
+    assert "completed" not in msg0 and took0 < 3, (msg0, took0)
+    assert "time" in msg0.lower(), msg0
+    assert err0.endswith("TIMEOUT")
+    # Rank 1 comes late and finds the group failed by rank 0.
+    assert "completed" not in msg1 and err1.endswith("REMOTE_ERROR"), (msg1, err1)
+
+
+def _abort_job(rank, ws):
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)
+    if rank == 0:
+        # An all-reduce rank 1 never joins, aborted from another thread.
+        work = dist.all_reduce(t, async_op=True)
+        threading.Timer(0.3, lambda: dist.group.WORLD.abort()).start()
+        start = time.monotonic()
+        try:
+            work.wait()
+            msg = "completed"
+        except Exception as e:  # noqa: BLE001
+            msg = str(e)
+        took = time.monotonic() - start
+    else:
+        # Waits for a message rank 0 never sends: fails through rank 0's abort notice.
+        start = time.monotonic()
+        try:
+            dist.recv(t, src=0)
+            msg = "completed"
+        except Exception as e:  # noqa: BLE001
+            msg = str(e)
+        took = time.monotonic() - start
+    err = str(_backend().get_error())
+    try:
+        dist.all_reduce(t)
+        later = "completed"
+    except Exception as e:  # noqa: BLE001
+        later = str(e)
+    start = time.monotonic()
+    dist.destroy_process_group()  # after an abort: returns at once
+    return msg, took, err, later, time.monotonic() - start
+
+
+@needs(2, 7, "Backend.abort")
+def test_abort_fails_pending_work_here_and_on_peers():
+    (msg0, took0, err0, later0, destroy0), (msg1, took1, err1, later1, destroy1) = run_ranks(
+        2, _abort_job)
+    assert "abort" in msg0 and took0 < 1.3, (msg0, took0)
+    assert "rank 0" in msg1 and "abort" in msg1 and took1 < 5, (msg1, took1)
+    assert err0.endswith("COMM_ERROR") and err1.endswith("REMOTE_ERROR"), (err0, err1)
+    assert "completed" not in later0 and "completed" not in later1
+    assert destroy0 < 2 and destroy1 < 2
+
+
+# Scripts run as their own interpreters: what happens at exit is the point.
+_RANK_SCRIPT = textwrap.dedent("""
+    import os, sys, time, datetime
+    import torch, torch.distributed as dist
+    import sharc.torch  # noqa: F401
+    rank, mode, store = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("sharc", init_method="file://" + store, rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=60))
+    t = torch.ones(1 << 20)
+    dist.all_reduce(t)
+    assert t[0].item() == 2
+    if mode == "peer-dies" and rank == 1:
+        os._exit(0)  # gone without a word: no destroy, no atexit
+    if mode == "peer-dies":
+        time.sleep(0.5)
+        start = time.monotonic()
+        dist.destroy_process_group()
+        print("destroy took", round(time.monotonic() - start, 2), flush=True)
+    # mode "no-destroy": the interpreter exits with the group alive.
+""")
+
+
+def _run_pair(mode):
+    with tempfile.TemporaryDirectory(prefix="sharc-exit-") as tmp:
+        script = os.path.join(tmp, "rank.py")
+        with open(script, "w") as f:
+            f.write(_RANK_SCRIPT)
+        env = dict(os.environ, USE_LIBUV="0")
+        procs = [subprocess.Popen([sys.executable, script, str(r), mode, os.path.join(tmp, "s")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=env)
+                 for r in range(2)]
+        start = time.monotonic()
+        outs = []
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=90)[0])
+            except subprocess.TimeoutExpired:
+                p.kill()
+                outs.append(p.communicate()[0] + "\n<killed after 90 s>")
+        return [p.returncode for p in procs], outs, time.monotonic() - start
+
+
+def test_interpreter_exit_without_destroy_does_not_hang():
+    codes, outs, _ = _run_pair("no-destroy")
+    assert codes == [0, 0], outs
+
+
+def test_destroy_with_a_dead_peer_returns_quickly():
+    codes, outs, _ = _run_pair("peer-dies")
+    assert codes == [0, 0], outs
+    took = float(outs[0].split("destroy took")[1].split()[0])
+    assert took < 3, outs[0]
