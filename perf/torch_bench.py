@@ -2,7 +2,13 @@
 """sharc vs gloo through torch.distributed (CPU tensors), in one invocation.
 
     bash tools/torch-env.sh -- python3 perf/torch_bench.py [--world-sizes 2,4] [--sizes 1,4,16,64]
-                                                           [--skip-fsdp] [--json FILE]
+                                                           [--skip-fsdp] [--json FILE] [--smoke]
+    .venv/bin/python perf/torch_bench.py ...          (the same with the venv's newer torch)
+
+--smoke runs every part once on 2 ranks at small sizes (under a minute; CI) and, like a full
+run, exits with status 1 when a collective's result or the FSDP losses are wrong. The FSDP2
+step-time benchmark on a Hugging Face Llama is perf/torch_bench_fsdp2.py; the launcher shared
+by both is perf/torch_bench_common.py; perf/plot_torch_bench.py plots --json files.
 
 1. Collectives. For each world size, one launch of that many local ranks with the default group
    on backend "sharc" and `dist.new_group(backend="gloo")` over the same ranks. For each
@@ -23,8 +29,8 @@
    per call. Short rounds of each, back to back in alternating order; the overhead is the
    median over rounds of the paired difference of the round medians, then the maximum over
    the ranks. gloo's 1-element all_reduce is reported alongside.
-3. FSDP. A small transformer (tests/torch/models.py's TinyTransformer, sized by the --fsdp-*
-   options; a stand-in defined here if that file is missing) wrapped in FSDP FULL_SHARD
+3. FSDP (FSDP1, FullyShardedDataParallel). A small transformer (tests/torch/models.py's
+   TinyTransformer, sized by the --fsdp-* options) wrapped in FSDP FULL_SHARD
    (device_id=cpu, one FSDP unit per block) on --fsdp-world ranks, trained with SGD; per-step
    time = median over --fsdp-steps steps after warm-up (barrier before each step), maximum over
    the ranks. Launches with the default group on sharc and on gloo, ordered sharc gloo gloo
@@ -38,23 +44,22 @@ sharc and gloo are always compared within the same run.
 import argparse
 import datetime
 import json
-import multiprocessing as mp
-import multiprocessing.connection as mp_connection
 import os
-import shlex
-import signal
 import statistics
 import sys
-import tempfile
 import time
-import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS_TORCH = os.path.normpath(os.path.join(HERE, "..", "tests", "torch"))
-PLUGIN = os.path.normpath(os.path.join(HERE, "..", "plugin", "torch"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bench_common import (KEEPALIVE, LAUNCHES, MIB, TESTS_TORCH, alternating,  # noqa: E402
+                                command_line, fmt_size, fmt_us, parse_size, phases, run_ranks,
+                                say, setup_environment, threads_per_rank)
 
-MIB = 1 << 20
-LAUNCHES = []  # per launch: seconds each rank spent in init / fn / destroy_process_group
+
+# --smoke: every part once, small, in well under a minute on 2 cores (the import of torch
+# and each launch's init dominate).
+SMOKE = {"world_sizes": "2", "sizes": "64K,1", "iters": 3, "min_iters": 2, "warmup": 1,
+         "overhead_iters": 10, "overhead_rounds": 3, "fsdp_world": 2, "fsdp_steps": 2,
+         "fsdp_warmup": 1, "fsdp_repeats": 1}
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 BUSBW_FACTOR = {
     "all_gather": lambda n: (n - 1) / n,
@@ -62,149 +67,6 @@ BUSBW_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
 }
 
-
-# ---------------------------------------------------------------------------------------------
-# Launching ranks
-# ---------------------------------------------------------------------------------------------
-
-# Tensors a rank has handed to a backend, kept referenced until after destroy_process_group.
-# Otherwise a gloo worker thread can drop the last reference to a tensor whose Python object
-# is gone, which needs the GIL, while the main thread holds the GIL joining that worker in
-# ~ProcessGroupGloo: destroy_process_group then never returns (seen here, about one launch
-# in two, on the 2-core machine).
-_KEEPALIVE = []
-
-
-def _child(rank, world_size, backend, init_method, fn, args, conn, num_threads):
-    os.environ["RANK"] = str(rank)
-    os.environ["WORLD_SIZE"] = str(world_size)
-    os.environ["LOCAL_RANK"] = str(rank)
-    os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
-    import faulthandler
-
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the parent's dump on a hang
-    try:
-        import torch
-        import torch.distributed as dist
-
-        torch.set_num_threads(num_threads)
-        torch.manual_seed(1234 + rank)
-        if "sharc" in backend:
-            import sharc.torch  # noqa: F401  registers the backend
-        t0 = time.perf_counter()
-        dist.init_process_group(backend=backend, init_method=init_method, rank=rank,
-                                world_size=world_size,
-                                timeout=datetime.timedelta(seconds=300))
-        t1 = time.perf_counter()
-        try:
-            out = fn(rank, world_size, *args)
-            # The result goes out (synchronously, on this rank's own pipe) before the
-            # teardown, so a teardown that hangs costs the parent only its wait for the exit.
-            conn.send(("result", True, (out, {"init_s": t1 - t0,
-                                              "run_s": time.perf_counter() - t1})))
-        finally:
-            t2 = time.perf_counter()
-            dist.destroy_process_group()
-        conn.send(("destroyed", True, time.perf_counter() - t2))
-    except BaseException:  # noqa: BLE001  every failure goes back to the parent
-        try:
-            conn.send(("result", False, traceback.format_exc()))
-        except OSError:
-            pass
-    finally:
-        conn.close()
-
-
-def _dump_stacks(procs, ranks):
-    for r in ranks:
-        if procs[r].is_alive():
-            os.kill(procs[r].pid, signal.SIGUSR1)
-    time.sleep(3.0)
-
-
-def run_ranks(world_size, fn, *args, backend, num_threads, timeout, teardown_timeout=60,
-              start_method="fork"):
-    """Runs fn(rank, world_size, *args) on `world_size` local ranks (FileStore rendezvous);
-    returns the results by rank. Fails fast if a rank dies without reporting; past `timeout`
-    seconds the ranks dump their Python stacks to stderr (SIGUSR1) and are killed. A rank
-    whose destroy_process_group has not returned `teardown_timeout` s after the last result
-    is killed and noted in LAUNCHES (and on stderr), without failing the launch. Each rank
-    reports on its own pipe, so one rank stuck in its teardown cannot hold up another's
-    report (a shared multiprocessing.Queue's write lock can)."""
-    ctx = mp.get_context(start_method)
-    with tempfile.TemporaryDirectory(prefix="sharc-torch-bench-") as tmp:
-        init_method = "file://" + os.path.join(tmp, "store")
-        pipes = [ctx.Pipe(duplex=False) for _ in range(world_size)]
-        procs = [ctx.Process(target=_child, args=(r, world_size, backend, init_method, fn, args,
-                                                  pipes[r][1], num_threads))
-                 for r in range(world_size)]
-        for p in procs:
-            p.start()
-        for _, w in pipes:
-            w.close()  # the parent's copies: EOF on a reader once its rank has exited
-        readers = {pipes[r][0]: r for r in range(world_size)}
-        got, destroyed, failures = {}, {}, []
-        deadline = time.monotonic() + timeout
-        teardown_deadline = None
-        try:
-            while readers and not failures:
-                for conn in mp_connection.wait(list(readers), timeout=1.0):
-                    r = readers[conn]
-                    try:
-                        kind, ok, value = conn.recv()
-                    except (EOFError, OSError):
-                        del readers[conn]  # exited
-                        if r not in got:
-                            procs[r].join(5)
-                            failures.append(f"rank {r} exited without reporting "
-                                            f"(exit code {procs[r].exitcode})")
-                        else:
-                            destroyed.setdefault(r, None)
-                        continue
-                    if kind == "result":
-                        got[r] = value
-                        if not ok:
-                            failures.append(f"rank {r} failed:\n{value}")
-                        elif len(got) == world_size:
-                            teardown_deadline = time.monotonic() + teardown_timeout
-                    else:
-                        destroyed[r] = value
-                now = time.monotonic()
-                if failures or not readers:
-                    break
-                if len(got) < world_size and now > deadline:
-                    waiting = [r for r in range(world_size) if r not in got]
-                    _dump_stacks(procs, waiting)
-                    failures.append(f"ranks {waiting} did not report within {timeout} s "
-                                    f"(stacks above)")
-                elif teardown_deadline is not None and now > teardown_deadline:
-                    waiting = sorted(r for r in readers.values() if r not in destroyed)
-                    print(f"torch_bench: {backend} launch of {fn.__name__}: ranks {waiting} "
-                          f"still in destroy_process_group after {teardown_timeout} s; their "
-                          f"stacks follow, then they are killed", file=sys.stderr, flush=True)
-                    _dump_stacks(procs, waiting)
-                    break
-        finally:
-            for p in procs:
-                p.join(timeout=10 if not failures else 2)
-                if p.is_alive():
-                    p.kill()
-                    p.join()
-            for r, _ in pipes:
-                r.close()
-        if failures:
-            raise RuntimeError(f"{backend} launch of {fn.__name__} on {world_size} ranks:\n"
-                               + "\n".join(failures))
-        phases = []
-        for r in range(world_size):
-            ph = dict(got[r][1])
-            ph["destroy_s"] = destroyed.get(r)
-            phases.append(ph)
-        LAUNCHES.append({"backend": backend, "fn": fn.__name__, "world_size": world_size,
-                         "phases": phases,
-                         "teardown_hung_ranks": [r for r in range(world_size)
-                                                 if r not in destroyed]})
-        return [got[r][0] for r in range(world_size)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +180,7 @@ def _collectives_worker(rank, n, cfg):
             out["collectives"][f"{coll}/{numel * 4}"] = {
                 "coll": coll, "bytes": numel * 4, "iters": iters, "times_s": times,
                 "correct": checks}
-            _KEEPALIVE.append(ops["gloo"])  # see _KEEPALIVE
+            KEEPALIVE.append(ops["gloo"])  # see KEEPALIVE
             del ops
 
     # Part 2: torch -> engine overhead on a 1-element all_reduce.
@@ -326,7 +188,7 @@ def _collectives_worker(rank, n, cfg):
         backend = dist.group.WORLD._get_backend(torch.device("cpu"))
         numel = cfg["overhead_numel"]
         t = torch.zeros(numel)
-        _KEEPALIVE.append(t)
+        KEEPALIVE.append(t)
         k = cfg["overhead_iters"]
 
         def torch_round(group):
@@ -399,7 +261,7 @@ def _fsdp_worker(rank, n, cfg):
                  sharding_strategy=ShardingStrategy.FULL_SHARD,
                  auto_wrap_policy=ModuleWrapPolicy({models.Block}), use_orig_params=True)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    _KEEPALIVE.extend([model, opt])
+    KEEPALIVE.extend([model, opt])
     gen = torch.Generator().manual_seed(100 + rank)
     steps = cfg["warmup"] + cfg["steps"]
     data = [torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"] + 1), generator=gen)
@@ -416,40 +278,10 @@ def _fsdp_worker(rank, n, cfg):
         dt = time.perf_counter() - t0
         if i >= cfg["warmup"]:
             times.append(dt)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     sync.barrier()
     return {"times_s": times, "losses": losses, "params": n_params}
 
-
-# ---------------------------------------------------------------------------------------------
-# Parent: launches, reduction over ranks, report
-# ---------------------------------------------------------------------------------------------
-
-def _parse_size(text):
-    """'4' or '4M' = 4 MiB; also 'K' (KiB), 'G' (GiB), 'B' (bytes)."""
-    t = text.strip().upper()
-    mult = MIB
-    for suffix, m in (("KIB", 1 << 10), ("MIB", MIB), ("GIB", 1 << 30), ("K", 1 << 10),
-                      ("M", MIB), ("G", 1 << 30), ("B", 1)):
-        if t.endswith(suffix):
-            t, mult = t[: -len(suffix)], m
-            break
-    return int(float(t) * mult)
-
-
-def _fmt_size(b):
-    if b >= MIB and b % MIB == 0:
-        return f"{b // MIB} MiB"
-    if b >= MIB:
-        return f"{b / MIB:.2f} MiB"
-    if b >= 1024:
-        return f"{b / 1024:g} KiB"
-    return f"{b} B"
-
-
-def _fmt_us(s):
-    us = s * 1e6
-    return f"{us:,.0f}" if us >= 100 else f"{us:.1f}"
 
 
 def _collective_rows(n, per_rank):
@@ -510,24 +342,6 @@ def _fsdp_summary(runs):
     return out
 
 
-def _phases():
-    """', init/run/destroy_process_group ... s' (slowest rank) of the last launch."""
-    launch = LAUNCHES[-1]
-
-    def worst(k):
-        vals = [p[k] for p in launch["phases"] if p.get(k) is not None]
-        return f"{max(vals):.1f}" if vals else "?"
-
-    out = f", {worst('init_s')}/{worst('run_s')}/{worst('destroy_s')} s in " \
-          f"init/run/destroy_process_group"
-    if launch["teardown_hung_ranks"]:
-        out += f"; ranks {launch['teardown_hung_ranks']} hung in destroy_process_group, killed"
-    return out
-
-
-def _print(line=""):
-    print(line, flush=True)
-
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -573,10 +387,19 @@ def main(argv=None):
                          "but nothing distributed initialised, and each launch saves the "
                          "ranks' imports)")
     ap.add_argument("--json", metavar="FILE", help="write the raw numbers here")
+    ap.add_argument("--smoke", action="store_true",
+                    help="a quick check that everything runs and agrees (CI): 2 ranks, "
+                         "64 KiB and 1 MiB, few iterations, FSDP on 2 ranks once per backend; "
+                         "options given explicitly still win")
     args = ap.parse_args(argv)
+    if args.smoke:
+        given = {a.split("=")[0] for a in (argv if argv is not None else sys.argv[1:])}
+        for opt, value in SMOKE.items():
+            if "--" + opt.replace("_", "-") not in given:
+                setattr(args, opt, value)
 
     world_sizes = [int(x) for x in args.world_sizes.split(",") if x.strip()]
-    sizes = [_parse_size(x) for x in args.sizes.split(",") if x.strip()]
+    sizes = [parse_size(x) for x in args.sizes.split(",") if x.strip()]
     colls = [c.strip() for c in args.collectives.split(",") if c.strip()]
     for c in colls:
         if c not in COLLECTIVES:
@@ -584,29 +407,24 @@ def main(argv=None):
     if any(n < 2 for n in world_sizes):
         ap.error("world sizes must be at least 2")
 
-    # Ranks spawn with this interpreter; make sharc and the test helpers importable to them.
-    for p in (PLUGIN, TESTS_TORCH):
-        if os.path.isdir(p):
-            os.environ["PYTHONPATH"] = p + (os.pathsep + os.environ["PYTHONPATH"]
-                                            if os.environ.get("PYTHONPATH") else "")
-    os.environ.setdefault("USE_LIBUV", "0")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    setup_environment()  # ranks run this interpreter; sharc and tests/torch importable
     cores = os.cpu_count() or 1
 
     def threads(n):
-        return args.threads or max(1, cores // n)
+        return threads_per_rank(args.threads, n)
 
-    command = "python3 " + shlex.join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
+    command = command_line()
     started = time.time()
-    _print(f"# sharc vs gloo through torch.distributed")
-    _print()
-    _print(f"Command: `{command}` (in the torch environment: "
-           f"`bash tools/torch-env.sh -- {command}`)")
+    say("# sharc vs gloo through torch.distributed")
+    say()
+    say(f"Command: `{command}` (torch 2.6 root: `bash tools/torch-env.sh -- {command}`; "
+        f"the venv's torch: `.venv/bin/python {command.split(' ', 1)[1]}`)")
     import torch  # noqa: E402  (after PYTHONPATH, for the version line only)
-    _print(f"torch {torch.__version__}, {cores} cores, "
-           f"{datetime.datetime.now().isoformat(timespec='seconds')}")
-    _print()
+    say(f"torch {torch.__version__}, {cores} cores, "
+        f"{datetime.datetime.now().isoformat(timespec='seconds')}")
+    say()
 
+    problems = []  # wrong results: the exit status is 1 if any
     report = {"command": command, "torch": torch.__version__, "cores": cores,
               "config": vars(args), "collectives": [], "overhead": [], "fsdp": None}
 
@@ -624,96 +442,100 @@ def main(argv=None):
         oh = _overhead(n, per_rank)
         if oh:
             report["overhead"].append(oh)
-        print(f"[world size {n}: {time.time() - t0:.0f} s{_phases()}]", file=sys.stderr,
+        print(f"[world size {n}: {time.time() - t0:.0f} s{phases()}]", file=sys.stderr,
               flush=True)
 
     if report["collectives"]:
-        _print("## Collectives (float32, blocking; nccl-tests sizes and busbw; "
-               "time = max over ranks of the median)")
-        _print()
-        _print(f"sharc's libfabric provider: {report['provider']}; ratio > 1: sharc faster.")
-        _print()
-        _print("| ranks | collective | size | iters | sharc µs | sharc algbw GB/s | "
-               "sharc busbw GB/s | gloo µs | gloo algbw GB/s | gloo busbw GB/s | "
-               "sharc/gloo busbw |")
-        _print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        say("## Collectives (float32, blocking; nccl-tests sizes and busbw; "
+            "time = max over ranks of the median)")
+        say()
+        say(f"sharc's libfabric provider: {report['provider']}; ratio > 1: sharc faster.")
+        say()
+        say("| ranks | collective | size | iters | sharc µs | sharc algbw GB/s | "
+            "sharc busbw GB/s | gloo µs | gloo algbw GB/s | gloo busbw GB/s | "
+            "sharc/gloo busbw |")
+        say("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         slower = []
         for row in report["collectives"]:
             s, g = row["sharc"], row["gloo"]
             flag = "" if s["correct"] and g["correct"] else " (WRONG RESULT)"
-            _print(f"| {row['world_size']} | {row['collective']} | {_fmt_size(row['bytes'])} | "
-                   f"{row['iters']} | {_fmt_us(s['time_s'])} | {s['algbw_GBps']:.2f} | "
-                   f"{s['busbw_GBps']:.2f} | {_fmt_us(g['time_s'])} | {g['algbw_GBps']:.2f} | "
-                   f"{g['busbw_GBps']:.2f} | {row['ratio_sharc_over_gloo']:.2f}x{flag} |")
+            if flag:
+                problems.append(f"{row['collective']} {fmt_size(row['bytes'])} on "
+                                f"{row['world_size']} ranks: wrong result")
+            say(f"| {row['world_size']} | {row['collective']} | {fmt_size(row['bytes'])} | "
+                f"{row['iters']} | {fmt_us(s['time_s'])} | {s['algbw_GBps']:.2f} | "
+                f"{s['busbw_GBps']:.2f} | {fmt_us(g['time_s'])} | {g['algbw_GBps']:.2f} | "
+                f"{g['busbw_GBps']:.2f} | {row['ratio_sharc_over_gloo']:.2f}x{flag} |")
             if row["ratio_sharc_over_gloo"] < 1.0:
-                slower.append(f"{row['collective']} {_fmt_size(row['bytes'])} on "
+                slower.append(f"{row['collective']} {fmt_size(row['bytes'])} on "
                               f"{row['world_size']} ranks ({row['ratio_sharc_over_gloo']:.2f}x)")
-        _print()
-        _print("sharc slower than gloo: " + ("; ".join(slower) if slower else "nowhere") + ".")
-        _print()
+        say()
+        say("sharc slower than gloo: " + ("; ".join(slower) if slower else "nowhere") + ".")
+        say()
 
     if report["overhead"]:
-        _print(f"## Backend overhead ({args.overhead_numel}-element float32 all_reduce, "
-               f"{args.overhead_rounds} rounds of {args.overhead_iters} calls per side; "
-               f"overhead = median over rounds of the paired difference of round medians; "
-               f"max over ranks)")
-        _print()
+        say(f"## Backend overhead ({args.overhead_numel}-element float32 all_reduce, "
+            f"{args.overhead_rounds} rounds of {args.overhead_iters} calls per side; "
+            f"overhead = median over rounds of the paired difference of round medians; "
+            f"max over ranks)")
+        say()
         for oh in report["overhead"]:
-            _print(f"- {oh['world_size']} ranks: dist.all_reduce via sharc "
-                   f"{oh['torch_sharc_us']:.1f} µs, engine direct "
-                   f"(sharc._C._engine_allreduce_us) {oh['engine_us']:.1f} µs -> "
-                   f"torch->engine overhead {oh['overhead_us']:.1f} µs/call "
-                   f"(per rank: {', '.join(f'{x:.1f}' for x in oh['overhead_us_per_rank'])}); "
-                   f"gloo dist.all_reduce {oh['torch_gloo_us']:.1f} µs. Quietest round: "
-                   f"sharc {oh['quietest_torch_sharc_us']:.1f} µs vs engine "
-                   f"{oh['quietest_engine_us']:.1f} µs")
-        _print()
+            say(f"- {oh['world_size']} ranks: dist.all_reduce via sharc "
+                f"{oh['torch_sharc_us']:.1f} µs, engine direct "
+                f"(sharc._C._engine_allreduce_us) {oh['engine_us']:.1f} µs -> "
+                f"torch->engine overhead {oh['overhead_us']:.1f} µs/call "
+                f"(per rank: {', '.join(f'{x:.1f}' for x in oh['overhead_us_per_rank'])}); "
+                f"gloo dist.all_reduce {oh['torch_gloo_us']:.1f} µs. Quietest round: "
+                f"sharc {oh['quietest_torch_sharc_us']:.1f} µs vs engine "
+                f"{oh['quietest_engine_us']:.1f} µs")
+        say()
 
     if not args.skip_fsdp:
         fcfg = {"dim": args.fsdp_dim, "heads": args.fsdp_heads, "layers": args.fsdp_layers,
                 "seq": args.fsdp_seq, "vocab": args.fsdp_vocab, "batch": args.fsdp_batch,
                 "steps": args.fsdp_steps, "warmup": args.fsdp_warmup}
         runs = {"sharc": [], "gloo": []}
-        for rep in range(args.fsdp_repeats):
-            for b in (("sharc", "gloo") if rep % 2 == 0 else ("gloo", "sharc")):
-                t0 = time.time()
-                runs[b].append(run_ranks(args.fsdp_world, _fsdp_worker, fcfg, backend=b,
-                                         num_threads=threads(args.fsdp_world),
-                                         timeout=args.timeout,
-                                         start_method=args.start_method))
-                print(f"[fsdp {b}: {time.time() - t0:.0f} s{_phases()}]", file=sys.stderr,
-                      flush=True)
+        for b in alternating("sharc", "gloo", args.fsdp_repeats):
+            t0 = time.time()
+            runs[b].append(run_ranks(args.fsdp_world, _fsdp_worker, fcfg, backend=b,
+                                     num_threads=threads(args.fsdp_world),
+                                     timeout=args.timeout, start_method=args.start_method))
+            print(f"[fsdp {b}: {time.time() - t0:.0f} s{phases()}]", file=sys.stderr,
+                  flush=True)
         fs = _fsdp_summary(runs)
         fs["config"] = fcfg
         fs["world_size"] = args.fsdp_world
         report["fsdp"] = fs
-        mode = ("models.TinyTransformer" if getattr(_model_module(), "__name__", "") == "models"
-                else "fallback model")
-        _print(f"## FSDP FULL_SHARD step ({args.fsdp_world} ranks, {mode}: dim {args.fsdp_dim}, "
-               f"{args.fsdp_layers} layers, {fs['sharc']['params'] / 1e6:.2f} M params, "
-               f"batch {args.fsdp_batch}x{args.fsdp_seq} per rank, SGD; median of "
-               f"{args.fsdp_steps} steps after {args.fsdp_warmup} warm-up, max over ranks; best of "
-               f"{args.fsdp_repeats} launch(es) per backend, ordered sharc gloo gloo sharc ...)")
-        _print()
-        _print(f"- sharc {fs['sharc']['step_s'] * 1e3:.1f} ms/step, gloo "
-               f"{fs['gloo']['step_s'] * 1e3:.1f} ms/step -> gloo/sharc "
-               f"{fs['ratio_gloo_over_sharc']:.2f}x (> 1: sharc faster); per launch: sharc "
-               f"{', '.join(f'{x * 1e3:.0f}' for x in fs['sharc']['launch_step_s'])} ms, gloo "
-               f"{', '.join(f'{x * 1e3:.0f}' for x in fs['gloo']['launch_step_s'])} ms")
+        mode = "models.TinyTransformer"
+        say(f"## FSDP FULL_SHARD step ({args.fsdp_world} ranks, {mode}: dim {args.fsdp_dim}, "
+            f"{args.fsdp_layers} layers, {fs['sharc']['params'] / 1e6:.2f} M params, "
+            f"batch {args.fsdp_batch}x{args.fsdp_seq} per rank, SGD; median of "
+            f"{args.fsdp_steps} steps after {args.fsdp_warmup} warm-up, max over ranks; best of "
+            f"{args.fsdp_repeats} launch(es) per backend, ordered sharc gloo gloo sharc ...)")
+        say()
+        say(f"- sharc {fs['sharc']['step_s'] * 1e3:.1f} ms/step, gloo "
+            f"{fs['gloo']['step_s'] * 1e3:.1f} ms/step -> gloo/sharc "
+            f"{fs['ratio_gloo_over_sharc']:.2f}x (> 1: sharc faster); per launch: sharc "
+            f"{', '.join(f'{x * 1e3:.0f}' for x in fs['sharc']['launch_step_s'])} ms, gloo "
+            f"{', '.join(f'{x * 1e3:.0f}' for x in fs['gloo']['launch_step_s'])} ms")
         same = all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in
                    zip(fs["sharc"]["losses_rank0"][0], fs["gloo"]["losses_rank0"][0]))
-        _print(f"- rank-0 losses agree between backends: {'yes' if same else 'NO'}")
+        say(f"- rank-0 losses agree between backends: {'yes' if same else 'NO'}")
+        if not same:
+            problems.append("FSDP: sharc's and gloo's losses differ")
         if fs["ratio_gloo_over_sharc"] < 1.0:
-            _print(f"- sharc slower than gloo here ({fs['ratio_gloo_over_sharc']:.2f}x)")
-        _print()
+            say(f"- sharc slower than gloo here ({fs['ratio_gloo_over_sharc']:.2f}x)")
+        say()
 
-    _print(f"Total {time.time() - started:.0f} s.")
+    say(f"Total {time.time() - started:.0f} s.")
     report["launches"] = LAUNCHES
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
-        _print(f"Raw numbers: {args.json}")
-    return 0
+        say(f"Raw numbers: {args.json}")
+    for p in problems:
+        print(f"torch_bench: FAILED: {p}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
