@@ -16,9 +16,11 @@ import torch  # noqa: F401  loads libtorch before the extension
 import torch.distributed as dist
 
 from .. import _C
-from .mesh import hybrid_shard_mesh, ranks_per_node, tp_dp_mesh
+from .mesh import hybrid_shard_mesh, hybrid_shard_tp_mesh, ranks_per_node, tp_dp_mesh
+from .parallelize import auto_tp_plan, parallelize
 
-__all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "ranks_per_node", "BACKEND", "DEVICES"]
+__all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "hybrid_shard_tp_mesh", "ranks_per_node",
+           "parallelize", "auto_tp_plan", "BACKEND", "DEVICES"]
 
 BACKEND = "sharc"
 # The devices whose tensors the backend takes (torch maps both to one backend object).

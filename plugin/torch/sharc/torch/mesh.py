@@ -8,7 +8,9 @@ stays inside a node when its size divides the ranks per node ``R``:
 * :func:`hybrid_shard_mesh` -- the ``("replicate", "shard")`` mesh that FSDP's
   ``ShardingStrategy.HYBRID_SHARD`` takes as ``device_mesh``;
 * :func:`tp_dp_mesh` -- the ``("dp", "tp")`` mesh for tensor parallelism inside a node and
-  data parallelism across.
+  data parallelism across;
+* :func:`hybrid_shard_tp_mesh` -- both at once, ``("replicate", "shard", "tp")`` (size-1
+  ``replicate`` and ``tp`` dimensions left out), the mesh :func:`sharc.torch.parallelize` uses.
 
 Sizes that would put a group partly on one node and partly on another are refused with a
 ``ValueError`` that lists the sizes that fit. The ranks per node is found by
@@ -24,7 +26,7 @@ from collections import Counter
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-__all__ = ["ranks_per_node", "hybrid_shard_mesh", "tp_dp_mesh"]
+__all__ = ["ranks_per_node", "hybrid_shard_mesh", "tp_dp_mesh", "hybrid_shard_tp_mesh"]
 
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
@@ -139,11 +141,48 @@ def _layout_text(world, per_node):
             f"of {per_node} rank{'s' if per_node != 1 else ''}")
 
 
-def _valid_shard_degrees(world_size, ranks_per_node):
-    """The shard degrees :func:`hybrid_shard_mesh` accepts for a layout: divisors of the world
-    size that divide the ranks per node or are multiples of it."""
-    return [d for d in _divisors(world_size)
-            if ranks_per_node % d == 0 or d % ranks_per_node == 0]
+def _valid_shard_degrees(world_size, ranks_per_node, tp_degree=1):
+    """The shard degrees that fit a layout: divisors ``d`` of ``world_size / tp_degree`` whose
+    block of ``d * tp_degree`` consecutive ranks (a shard group with its tensor-parallel peers)
+    divides the ranks per node or is a multiple of it."""
+    return [d for d in _divisors(world_size // tp_degree)
+            if ranks_per_node % (d * tp_degree) == 0 or (d * tp_degree) % ranks_per_node == 0]
+
+
+def _check_shard_degree(shard_degree, world, per_node, *, name="shard_degree",
+                        valid_name="valid shard degrees are", tp_degree=1):
+    """Raises ValueError (listing the valid choices) if ``shard_degree`` does not fit."""
+    valid = _valid_shard_degrees(world, per_node, tp_degree)
+    if shard_degree in valid:
+        return
+    block = shard_degree * tp_degree
+    # With tensor parallelism inside, a shard group and its tp peers are one block of ranks.
+    what = "it" if tp_degree == 1 else (
+        f"{name} * tensor_parallel_degree = {shard_degree} * {tp_degree} = {block}")
+    if world % block != 0:
+        why = f"{what} does not divide the world size {world}"
+    elif block < per_node:
+        why = (f"{what} does not divide the {per_node} ranks per node, so shard groups "
+               "would span node boundaries")
+    else:
+        why = (f"{what} is not a multiple of the {per_node} ranks per node, so shard groups "
+               "would contain parts of nodes")
+    with_tp = "" if tp_degree == 1 else f" with tensor_parallel_degree={tp_degree}"
+    raise ValueError(
+        f"{name}={shard_degree} does not fit {_layout_text(world, per_node)}{with_tp}: {why}; "
+        f"{valid_name} {valid}"
+    )
+
+
+def _tp_node_reason(tp_degree, per_node):
+    """Why a tp degree does not fit the nodes (None if it does): tp groups stay inside one."""
+    if per_node % tp_degree == 0:
+        return None
+    if tp_degree > per_node:
+        return (f"it exceeds the {per_node} ranks per node, so tensor-parallel groups "
+                "would span nodes")
+    return (f"it does not divide the {per_node} ranks per node, so tensor-parallel "
+            "groups would span node boundaries")
 
 
 def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMesh:
@@ -179,20 +218,7 @@ def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -
     _require_initialized("hybrid_shard_mesh()")
     shard_degree = _positive_int(shard_degree, "shard_degree")
     world, per_node = _layout(ranks_per_node)
-    valid = _valid_shard_degrees(world, per_node)
-    if shard_degree not in valid:
-        if world % shard_degree != 0:
-            why = f"it does not divide the world size {world}"
-        elif shard_degree < per_node:
-            why = (f"it does not divide the {per_node} ranks per node, so shard groups "
-                   "would span node boundaries")
-        else:
-            why = (f"it is not a multiple of the {per_node} ranks per node, so shard groups "
-                   "would contain parts of nodes")
-        raise ValueError(
-            f"shard_degree={shard_degree} does not fit {_layout_text(world, per_node)}: {why}; "
-            f"valid shard degrees are {valid}"
-        )
+    _check_shard_degree(shard_degree, world, per_node)
     return init_device_mesh(
         device_type,
         (world // shard_degree, shard_degree),
@@ -231,13 +257,8 @@ def tp_dp_mesh(tp_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMe
     _require_initialized("tp_dp_mesh()")
     tp_degree = _positive_int(tp_degree, "tp_degree")
     world, per_node = _layout(ranks_per_node)
-    if per_node % tp_degree != 0:
-        if tp_degree > per_node:
-            why = (f"it exceeds the {per_node} ranks per node, so tensor-parallel groups "
-                   "would span nodes")
-        else:
-            why = (f"it does not divide the {per_node} ranks per node, so tensor-parallel "
-                   "groups would span node boundaries")
+    why = _tp_node_reason(tp_degree, per_node)
+    if why is not None:
         raise ValueError(
             f"tp_degree={tp_degree} does not fit {_layout_text(world, per_node)}: {why}; "
             f"valid tp degrees are {_divisors(per_node)}"
@@ -246,4 +267,59 @@ def tp_dp_mesh(tp_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMe
         device_type,
         (world // tp_degree, tp_degree),
         mesh_dim_names=("dp", "tp"),
+    )
+
+
+def hybrid_shard_tp_mesh(hybrid_shard_degree, tensor_parallel_degree=1, *, device_type="cpu",
+                         ranks_per_node=None) -> DeviceMesh:
+    """Returns the ``("replicate", "shard", "tp")`` mesh for hybrid sharding of a
+    tensor-parallel model (FSDP2 over ``("replicate", "shard")``, TP over ``"tp"``).
+
+    The full shape is ``(replicate, hybrid_shard_degree, tensor_parallel_degree)`` with
+    ``replicate = world_size // (hybrid_shard_degree * tensor_parallel_degree)``; ``tp`` is
+    innermost (consecutive ranks, inside a node), then ``shard``, then ``replicate``. A
+    ``replicate`` or ``tp`` dimension of size 1 is left out (it would only add one-rank process
+    groups), so the names are one of ``("replicate", "shard", "tp")``, ``("shard", "tp")``,
+    ``("replicate", "shard")`` or ``("shard",)``; ``"shard"`` is always there.
+
+    The tensor-parallel degree must divide the ranks per node; a shard group together with its
+    tensor-parallel peers (``hybrid_shard_degree * tensor_parallel_degree`` consecutive ranks)
+    must divide the ranks per node or be a multiple of it.
+
+    This is a collective: every rank must call it with the same arguments.
+
+    Args:
+        hybrid_shard_degree: ranks a parameter is sharded over (FSDP).
+        tensor_parallel_degree: ranks per tensor-parallel group.
+        device_type: the mesh's device type (``"cpu"``, ``"cuda"``).
+        ranks_per_node: the ranks each node runs; ``None`` detects it with
+            :func:`ranks_per_node` (and checks that each node's ranks are consecutive).
+
+    Returns:
+        The DeviceMesh.
+
+    Raises:
+        ValueError: if a degree does not fit the world size or the nodes (the message lists
+            the values that do), or the nodes run different numbers of ranks.
+        TypeError: if a degree is not an int.
+        RuntimeError: if torch.distributed is not initialised.
+    """
+    _require_initialized("hybrid_shard_tp_mesh()")
+    shard = _positive_int(hybrid_shard_degree, "hybrid_shard_degree")
+    tp = _positive_int(tensor_parallel_degree, "tensor_parallel_degree")
+    world, per_node = _layout(ranks_per_node)
+    why = _tp_node_reason(tp, per_node)
+    if why is not None:
+        raise ValueError(
+            f"tensor_parallel_degree={tp} does not fit {_layout_text(world, per_node)}: {why}; "
+            f"valid tensor_parallel_degree values are {_divisors(per_node)}"
+        )
+    _check_shard_degree(shard, world, per_node, name="hybrid_shard_degree",
+                        valid_name="valid hybrid_shard_degree values are", tp_degree=tp)
+    dims = [("replicate", world // (shard * tp)), ("shard", shard), ("tp", tp)]
+    dims = [(n, size) for n, size in dims if size > 1 or n == "shard"]
+    return init_device_mesh(
+        device_type,
+        tuple(size for _, size in dims),
+        mesh_dim_names=tuple(n for n, _ in dims),
     )
