@@ -5,14 +5,27 @@ torch.distributed backend, by default sharc through the suite's plugin route.
 
     bash tools/torch-env.sh -- python3 tools/torch-distributed-suite.py \\
         [--backend sharc|gloo] [--world-size 2] [-k REGEX ...] [--timeout 180] \\
-        [--start-method spawn|fork] [--json /tmp/suite.json] [--list]
+        [--start-method spawn|fork] [--json /tmp/suite.json] [--list] [--smoke]
+    .venv/bin/python tools/torch-distributed-suite.py ...     # any Python with torch and sharc
 
 e.g. (in the background, the log in /tmp):
 
     bash tools/torch-env.sh -- python3 tools/torch-distributed-suite.py --backend sharc \\
         -k 'test_(all_gather|all_reduce|broadcast)' --json /tmp/sharc.json > /tmp/sharc.log 2>&1 &
 
-torch only exists in the Debian trixie root that tools/torch-env.sh enters (checkout at /src).
+On Debian 12, torch is in the Debian trixie root that tools/torch-env.sh enters (checkout at
+/src); any other Python with torch works as well (e.g. a venv with torch from PyPI). The backend
+comes from the sharc package installed into that Python (pip install --no-build-isolation
+./plugin/torch; in the root, tools/torch-test.sh installs it, and so does tools/test.sh), never
+from the checkout's plugin/torch/sharc, which has no built extension: the script says so, with
+the install command, when the package is missing.
+
+--smoke runs SMOKE, 17 fast tests across the backend (collectives, point to point, groups, DDP)
+with fork unless --start-method says otherwise, in well under a minute; it also fails when one
+of them is missing from this torch's suite or skipped, so that it cannot pass without testing.
+For CI, after tools/test.sh (which installs sharc into the root):
+
+    bash tools/torch-env.sh -- python3 tools/torch-distributed-suite.py --smoke
 
 What it does, as test_distributed_spawn.py does for gloo/nccl/ucc: sets BACKEND, WORLD_SIZE,
 TEMP_DIR and INIT_METHOD, defines TestDistBackendWithSpawn(TestDistBackend,
@@ -57,13 +70,18 @@ if __name__ == "__main__":
                     help="DistTestCases.backend_feature sets to add a non-builtin backend to")
     _p.add_argument("--plugin-module", default=None,
                     help="module that registers the backend (default sharc.torch for sharc)")
-    _p.add_argument("--start-method", choices=("spawn", "fork"), default="spawn",
+    _p.add_argument("--start-method", choices=("spawn", "fork"), default=None,
                     help="how the ranks are started: spawn (as test_distributed_spawn.py) or fork "
-                    "(much faster per test: no re-import of torch and the suite in each rank)")
+                    "(much faster per test: no re-import of torch and the suite in each rank); "
+                    "default spawn, fork with --smoke")
     _p.add_argument("--json", default=None, help="write per-test results here")
     _p.add_argument("--list", action="store_true", help="list the selected tests and exit")
+    _p.add_argument("--smoke", action="store_true",
+                    help="only the SMOKE tests (fast, for CI); fails if one is missing or skipped")
     _p.add_argument("-v", "--verbosity", type=int, default=2)
     ARGS = _p.parse_args()
+    if ARGS.start_method is None:
+        ARGS.start_method = "fork" if ARGS.smoke else "spawn"
 
     _temp = tempfile.mkdtemp(prefix="dist-suite-")
     os.environ.update({
@@ -77,16 +95,10 @@ if __name__ == "__main__":
         "DIST_SUITE_PLUGIN_MODULE": ARGS.plugin_module
         or ("sharc.torch" if ARGS.backend == "sharc" else ""),
     })
-    # The checkout's python package, for runs outside an installed sharc.
-    _here = os.path.dirname(os.path.abspath(__file__))
-    _pkg = os.path.join(os.path.dirname(_here), "plugin", "torch")
-    if os.path.isdir(os.path.join(_pkg, "sharc")):
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            p for p in (_pkg, os.environ.get("PYTHONPATH")) if p)
-        sys.path.insert(0, _pkg)
 
 # ---- from here on: runs in the parent and in every spawned rank ----
 import importlib  # noqa: E402
+import importlib.util  # noqa: E402
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -95,8 +107,32 @@ if not dist.is_available():
     sys.exit("torch.distributed is not available")
 
 BACKEND = os.environ["BACKEND"]
+
+
+def _import_plugin(name):
+    """Imports the module that registers the backend: the installed package (the checkout's
+    plugin/torch/sharc has no built extension unless built in place), or exits saying how to
+    install it."""
+    try:
+        importlib.import_module(name)
+    except ImportError as e:
+        top = name.split(".")[0]
+        try:
+            spec = importlib.util.find_spec(top)
+        except ImportError:
+            spec = None
+        found = f"; '{top}' resolves to {spec.origin}" if spec and spec.origin else ""
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        sys.exit(
+            f"torch-distributed-suite: cannot import {name} ({type(e).__name__}: {e}){found}.\n"
+            f"Install sharc into this Python (torch {torch.__version__}) first:\n"
+            f"    {sys.executable} -m pip install --no-build-isolation {here}/plugin/torch\n"
+            "(in the Debian root, `bash tools/torch-env.sh -- bash tools/torch-test.sh` installs "
+            "it; a sharc/ source directory on sys.path or PYTHONPATH hides the installed one)")
+
+
 if os.environ.get("DIST_SUITE_PLUGIN_MODULE"):
-    importlib.import_module(os.environ["DIST_SUITE_PLUGIN_MODULE"])  # registers the backend
+    _import_plugin(os.environ["DIST_SUITE_PLUGIN_MODULE"])  # registers the backend
 
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
@@ -111,6 +147,16 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
 )
+
+# --smoke: fast tests (about a second each with fork) that run, rather than skip, on sharc with
+# torch 2.6 and 2.15 at world size 2: collectives, point to point, groups, DDP.
+SMOKE = [
+    "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_sum_complex",
+    "test_all_reduce_complex_unsupported_ops", "test_broadcast", "test_reduce_sum",
+    "test_all_gather", "test_all_gather_coalesced_simple", "test_gather", "test_scatter",
+    "test_barrier", "test_send_recv_with_tag", "test_isend", "test_irecv", "test_destroy_group",
+    "test_DistributedDataParallelCPU", "test_ddp_create_graph",
+]
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
@@ -130,9 +176,15 @@ def _main(args):
     import unittest
 
     names = unittest.TestLoader().getTestCaseNames(TestDistBackendWithSpawn)
+    missing = []
+    if args.smoke:
+        missing = [n for n in SMOKE if n not in names]
+        names = [n for n in names if n in SMOKE]
     if args.patterns:
         regs = [re.compile(p) for p in args.patterns]
         names = [n for n in names if any(r.search(n) for r in regs)]
+    if missing:
+        print(f"smoke tests missing from this torch's suite: {missing}", file=sys.stderr)
     if args.list:
         print("\n".join(names))
         print(f"{len(names)} tests", file=sys.stderr)
@@ -200,6 +252,10 @@ def _main(args):
             json.dump({"backend": BACKEND, "world_size": int(os.environ["WORLD_SIZE"]),
                        "patterns": args.patterns, "wall_s": round(wall, 1),
                        "counts": counts, "tests": records}, f, indent=1)
+    if args.smoke and (missing or counts.get("skipped")):
+        print(f"SMOKE FAILED: {len(missing)} missing, {counts.get('skipped', 0)} skipped "
+              "(a smoke test must run)", flush=True)
+        return 1
     return 0 if result.wasSuccessful() else 1
 
 
