@@ -74,7 +74,10 @@ def _registration_job(rank, ws):
 def test_registered_for_cpu_and_cuda():
     """One sharc backend serves both devices; a group bound to a CUDA device_id is created
     and runs (CPU collectives here when there is no GPU)."""
-    for device_id in (None, "cuda:0"):
+    # A CUDA build of current torch refuses a device_id beyond its device count (no GPU here);
+    # a CPU-only build (Debian's 2.6) binds the group anyway, so the binding is checked there.
+    bindable = torch.cuda.device_count() > 0 or torch.version.cuda is None
+    for device_id in (None, "cuda:0") if bindable else (None,):
         results = run_ranks(2, _registration_job, backend="sharc", device_id=device_id)
         for res in results:
             assert set(res["config"].split(",")) == {"cpu:sharc", "cuda:sharc"}, res

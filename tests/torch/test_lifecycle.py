@@ -129,6 +129,28 @@ _RANK_SCRIPT = textwrap.dedent("""
     t = torch.ones(1 << 20)
     dist.all_reduce(t)
     assert t[0].item() == 2
+    if mode == "failed-halfway":
+        # Calls refused at their second tensor: the first tensor's operation was issued (or,
+        # for all_reduce_coalesced, nothing was), and freeing its tensors right away must not
+        # let the engine write into freed memory (glibc aborted at a later malloc).
+        import warnings
+        warnings.simplefilter("ignore")
+        for _ in range(5):
+            for bad_call in (
+                lambda: dist.all_reduce_coalesced([torch.ones(8), torch.ones(8, 4).t()]),
+                lambda: dist.group.WORLD.allgather_into_tensor_coalesced(
+                    [torch.empty(16), torch.empty(3)], [torch.ones(8), torch.ones(8)]),
+            ):
+                try:
+                    bad_call()
+                    raise SystemExit("a bad call was accepted")
+                except RuntimeError:
+                    pass
+            t = torch.ones(1 << 16)
+            dist.all_reduce(t)
+            assert t[0].item() == 2 and t[-1].item() == 2
+        dist.destroy_process_group()
+        print("failed-halfway: ok", flush=True)
     if mode == "peer-dies" and rank == 1:
         os._exit(0)  # gone without a word: no destroy, no atexit
     if mode == "peer-dies":
@@ -164,6 +186,12 @@ def _run_pair(mode):
 def test_interpreter_exit_without_destroy_does_not_hang():
     codes, outs, _ = _run_pair("no-destroy")
     assert codes == [0, 0], outs
+
+
+def test_calls_refused_halfway_leave_the_process_sound():
+    codes, outs, _ = _run_pair("failed-halfway")
+    assert codes == [0, 0], outs
+    assert all("failed-halfway: ok" in o for o in outs), outs
 
 
 def test_destroy_with_a_dead_peer_returns_quickly():

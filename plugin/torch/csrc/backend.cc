@@ -169,12 +169,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   const std::string call = "all_reduce_coalesced";
-  Launch launch(*this, call, tensors.empty() ? c10::Device(c10::kCPU) : tensors[0].device());
+  // Every tensor is checked before any is touched or issued (a PREMUL_SUM scales in place).
+  std::vector<Reduction> reductions;
   for (at::Tensor& t : tensors) {
     checkWritable(call, rank_, t, "all_reduce_coalesced");
-    const Reduction red = mapReduction(call, rank_, opts.reduceOp, t.scalar_type());
-    if (red.premul) t.mul_(*red.premul);
-    launch.allReduce(t, t, red.op);
+    reductions.push_back(mapReduction(call, rank_, opts.reduceOp, t.scalar_type()));
+  }
+  Launch launch(*this, call, tensors.empty() ? c10::Device(c10::kCPU) : tensors[0].device());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (reductions[i].premul) tensors[i].mul_(*reductions[i].premul);
+    launch.allReduce(tensors[i], tensors[i], reductions[i].op);
   }
   return launch.finish(c10d::OpType::ALLREDUCE_COALESCED, tensors);
 }

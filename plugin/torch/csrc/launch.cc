@@ -26,12 +26,29 @@ Launch::Launch(ProcessGroupSharc& pg, std::string call, c10::Device device)
   handle_ = streams.handle;
 }
 
+Launch::~Launch() {
+  if (finished_ || issued_.empty()) return;
+  try {
+    if (onCuda()) {
+      for (const at::Tensor& t : issued_) recordOnStream(t, *stream_);
+      return;
+    }
+    auto work = c10::make_intrusive<SharcWork>(
+        pg_.rank_, c10d::OpType::UNKNOWN, call_ + " (the part issued before it failed)",
+        std::move(requests_), std::vector<at::Tensor>{}, std::move(issued_));
+    work->getFuture();  // the progress thread drives it to its end; nobody reads the result
+  } catch (const std::exception& e) {
+    TORCH_WARN("sharc ", call_, ": could not keep the tensors of a failed call: ", e.what());
+  }
+}
+
 void Launch::prepare(std::initializer_list<const at::Tensor*> tensors) {
   for (const at::Tensor* t : tensors)
     if (t->device() != device_)
       reject(call_, pg_.rank_,
              "tensors on " + device_.str() + " and " + t->device().str() +
                  ": one call's tensors must be on one device");
+  for (const at::Tensor* t : tensors) issued_.push_back(*t);
   if (!onCuda()) return;
   if (!ready_) ready_.emplace(c10::DeviceType::CUDA);
   ready_->record(currentStream(device_));
@@ -105,6 +122,7 @@ void Launch::then(std::function<void()> step) {
 }
 
 c10::intrusive_ptr<c10d::Work> Launch::finish(c10d::OpType type, std::vector<at::Tensor> outputs) {
+  finished_ = true;
   if (onCuda()) {
     for (const at::Tensor& t : keep_) recordOnStream(t, *stream_);
     for (const at::Tensor& t : outputs) recordOnStream(t, *stream_);

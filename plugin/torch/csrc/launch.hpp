@@ -27,6 +27,13 @@ class ProcessGroupSharc;
 class Launch {
  public:
   Launch(ProcessGroupSharc& pg, std::string call, c10::Device device);
+  /// A call that failed after issuing some of its operations (a later tensor was refused)
+  /// never reaches finish(): the issued operations still run, here and on the peers, so
+  /// their tensors are kept until they end (CPU: by a work sharc's progress thread drives to
+  /// its end; CUDA: recorded on the internal stream) instead of being freed under them.
+  ~Launch();
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
 
   bool onCuda() const { return device_.is_cuda(); }
 
@@ -59,6 +66,8 @@ class Launch {
   std::vector<sharc::Request> requests_;
   std::vector<at::Tensor> keep_;
   std::vector<std::function<void()>> steps_;
+  std::vector<at::Tensor> issued_;  // the tensors of the operations issued so far
+  bool finished_ = false;
 };
 
 /// CUDA tensors of the operations with no stream-ordered form (gather, scatter, all-to-all,
