@@ -44,12 +44,20 @@ if [[ $which_torch == all || $which_torch == pypi ]]; then
   bash tools/torch-venv.sh -- bash tools/torch-test.sh || torch_status=$?
 fi
 
+# Every command README.md shows, verbatim or in a short smoke form (SHARC_README_CHECK=0 skips).
+readme_status=0
+if [[ ${SHARC_README_CHECK:-1} != 0 ]]; then
+  step "README commands (tools/readme-check.sh)"
+  bash tools/readme-check.sh || readme_status=$?
+fi
+
 echo
-if [[ $status -eq 0 && $torch_status -eq 0 ]]; then
+if [[ $status -eq 0 && $torch_status -eq 0 && $readme_status -eq 0 ]]; then
   echo "SUMMARY: sharc build and tests PASSED"
 else
   echo "SUMMARY: sharc tests FAILED (ctest exit status ${status}, torch tests exit status" \
-    "${torch_status}; see the output above)"
+    "${torch_status}, README check exit status ${readme_status}; see the output above)"
 fi
 [[ $status -eq 0 ]] || exit "$status"
-exit "$torch_status"
+[[ $torch_status -eq 0 ]] || exit "$torch_status"
+exit "$readme_status"
