@@ -5,7 +5,6 @@ FSDP2 + tensor/sequence parallel), gathering DTensors to numpy, and the one-proc
 Everything here runs on CPU: meshes are made with init_device_mesh("cpu", ...) because the
 default device type is the accelerator.
 """
-import math
 import time
 
 import numpy as np
@@ -18,7 +17,7 @@ from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInp
                                                RowwiseParallel, SequenceParallel,
                                                parallelize_module)
 
-from models import LAYERS, TinyTransformer, loss_fn, make_batches, make_model
+from models import LAYERS, loss_fn, make_batches, make_model
 
 # torch 2.6's FSDP2 cannot run on CPU at all: foreach_all_gather calls
 # torch.cpu.Stream.record_event, which that release lacks (AttributeError).
@@ -44,17 +43,7 @@ def make_uneven_model(seed=0):
     """A TinyTransformer of width 30 and vocabulary 66, initialised like models.make_model
     (the data's token ids stay below 64, so the extra vocabulary rows only get gradients
     through the softmax)."""
-    gen = torch.Generator().manual_seed(seed)
-    model = TinyTransformer(**UNEVEN)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(0.02 * torch.randn(p.shape, generator=gen))
-            elif ".ln" in name or name.startswith("ln."):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
-            else:
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
-    return model.float()
+    return make_model(seed=seed, **UNEVEN)
 
 
 def build_model(uneven=False):

@@ -80,10 +80,11 @@ class TinyTransformer(nn.Module):
         return self.head(self.ln(x))
 
 
-def make_model(seed=0):
-    """The model with float32 parameters drawn from `seed` (independent of the global RNG)."""
+def make_model(seed=0, **sizes):
+    """The model (TinyTransformer(**sizes)) with float32 parameters drawn from `seed`
+    (independent of the global RNG)."""
     gen = torch.Generator().manual_seed(seed)
-    model = TinyTransformer()
+    model = TinyTransformer(**sizes)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("bias"):
@@ -93,6 +94,25 @@ def make_model(seed=0):
             else:
                 p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
     return model.float()
+
+
+def tp_plan(embedding=True):
+    """Megatron-style tensor parallelism for TinyTransformer: q/k/v and fc1 column-wise, out
+    and fc2 row-wise (one all-reduce per attention and per MLP); the head (and, with
+    `embedding`, the embedding) sharded over the vocabulary."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    # Vocabulary-sharded head: logits all-gathered.
+    plan = {"head": ColwiseParallel(output_layouts=Replicate())}
+    if embedding:  # vocabulary-sharded embedding: partial outputs all-reduced
+        plan["tok"] = RowwiseParallel(input_layouts=Replicate())
+    for i in range(LAYERS):
+        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc1"):
+            plan[f"blocks.{i}.{name}"] = ColwiseParallel()
+        for name in ("attn.out", "mlp.fc2"):
+            plan[f"blocks.{i}.{name}"] = RowwiseParallel()
+    return plan
 
 
 def make_batches(steps, batch, seed=1):

@@ -30,13 +30,13 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_state
                                                      set_model_state_dict,
                                                      set_optimizer_state_dict, set_state_dict)
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor import DTensor, Replicate
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import parallelize_module
 
 from fsdp2_support import (FSDP2_ON_CPU, FSDP2_SKIP_REASON, batch_slice, settle_before_destroy,
                            shard_model, to_numpy)
 from launcher import run_ranks
-from models import LAYERS, loss_fn, make_batches, make_model
+from models import loss_fn, make_batches, make_model, tp_plan
 
 SAVE_WORLD, LOAD_WORLD = 4, 2
 STEPS = 2  # before saving; one more after loading
@@ -55,16 +55,6 @@ RUNNABLE = tuple(layout for layout in LAYOUTS if layout not in _SKIP)
 RTOL, ATOL = 1e-5, 1e-6
 
 
-def _tp_plan():
-    plan = {"head": ColwiseParallel(output_layouts=Replicate())}  # vocabulary-sharded
-    for i in range(LAYERS):
-        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc1"):
-            plan[f"blocks.{i}.{name}"] = ColwiseParallel()
-        for name in ("attn.out", "mlp.fc2"):
-            plan[f"blocks.{i}.{name}"] = RowwiseParallel()
-    return plan
-
-
 def _build(layout, rank, world_size, seed):
     """(model, optimizer, this rank's batch slice) for `layout`, initialised from `seed`."""
     model = make_model(seed=seed)
@@ -72,7 +62,7 @@ def _build(layout, rank, world_size, seed):
         model, dp_rank, dp_size = shard_model(model, rank, world_size, "fsdp")
         part = batch_slice(dp_rank, dp_size)
     elif layout == "tp":  # every rank trains on the whole batch
-        model = parallelize_module(model, init_device_mesh("cpu", (world_size,)), _tp_plan())
+        model = parallelize_module(model, init_device_mesh("cpu", (world_size,)), tp_plan(embedding=False))
         part = slice(None)
     else:
         raise ValueError(f"unknown layout {layout!r}")

@@ -15,12 +15,12 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FullStateDictConfig, ShardingStrategy, StateDictType
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-from torch.distributed.tensor import DTensor, Replicate
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.distributed.tensor import DTensor
+from torch.distributed.tensor.parallel import parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from launcher import run_ranks
-from models import LAYERS, Block, loss_fn, make_batches, make_model
+from models import Block, loss_fn, make_batches, make_model, tp_plan
 
 WORLD = 4
 STEPS = 5
@@ -83,23 +83,6 @@ def _fsdp_full_params(model):
     return _full_params(state.items())
 
 
-def _tp_plan():
-    """Megatron-style: q/k/v and fc1 column-wise, out and fc2 row-wise (one all-reduce per
-    attention and per MLP); embedding and head sharded over the vocabulary."""
-    plan = {
-        # Vocabulary-sharded embedding: partial outputs all-reduced.
-        "tok": RowwiseParallel(input_layouts=Replicate()),
-        # Vocabulary-sharded head: logits all-gathered.
-        "head": ColwiseParallel(output_layouts=Replicate()),
-    }
-    for i in range(LAYERS):
-        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc1"):
-            plan[f"blocks.{i}.{name}"] = ColwiseParallel()
-        for name in ("attn.out", "mlp.fc2"):
-            plan[f"blocks.{i}.{name}"] = RowwiseParallel()
-    return plan
-
-
 def _train(rank, world_size, strategy, steps):
     """One rank of a training run: returns its per-step losses (of its own data-parallel
     slice of each batch) and the final full parameters."""
@@ -122,7 +105,7 @@ def _train(rank, world_size, strategy, steps):
     elif strategy in ("tp_dp", "tp_fsdp"):
         # Tensor parallel inside each of 2 "nodes" of 2 ranks, data parallel across them.
         mesh = _mesh_module().tp_dp_mesh(2, ranks_per_node=2)
-        model = parallelize_module(model, mesh["tp"], _tp_plan())
+        model = parallelize_module(model, mesh["tp"], tp_plan())
         dp_rank, dp_size = mesh["dp"].get_local_rank(), mesh["dp"].size()
         if strategy == "tp_fsdp":  # 2-D: FSDP over "dp" of the tensor-parallel model
             model = _fsdp(model, ShardingStrategy.FULL_SHARD, mesh["dp"])
