@@ -43,8 +43,7 @@ class ProcessGroupSharc final : public c10d::Backend {
   void abortGroup(const std::string& reason);
   /// Ends the group: pending works fail, then the communicator is destroyed.
   void shutdownGroup();
-  /// The group's timeout: works wait at most this long before failing (and aborting the group).
-  std::chrono::milliseconds timeout() const { return timeout_.load(); }
+  /// Bounds the group's operations started from now on (and its options' timeout).
   void changeTimeout(std::chrono::milliseconds timeout);
 #if SHARC_TORCH_HAS_ABORT
   void abort() override { abortGroup("aborted through torch (ProcessGroup.abort)"); }

@@ -226,6 +226,16 @@ def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -
     )
 
 
+def _check_tp_degree(tp, world, per_node, name, valid_text):
+    """Raises ValueError naming the valid degrees when `tp` does not fit inside a node."""
+    why = _tp_node_reason(tp, per_node)
+    if why is not None:
+        raise ValueError(
+            f"{name}={tp} does not fit {_layout_text(world, per_node)}: {why}; "
+            f"{valid_text} {_divisors(per_node)}"
+        )
+
+
 def tp_dp_mesh(tp_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMesh:
     """Returns the 2-D ``("dp", "tp")`` mesh for tensor parallelism inside a node.
 
@@ -257,12 +267,7 @@ def tp_dp_mesh(tp_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMe
     _require_initialized("tp_dp_mesh()")
     tp_degree = _positive_int(tp_degree, "tp_degree")
     world, per_node = _layout(ranks_per_node)
-    why = _tp_node_reason(tp_degree, per_node)
-    if why is not None:
-        raise ValueError(
-            f"tp_degree={tp_degree} does not fit {_layout_text(world, per_node)}: {why}; "
-            f"valid tp degrees are {_divisors(per_node)}"
-        )
+    _check_tp_degree(tp_degree, world, per_node, "tp_degree", "valid tp degrees are")
     return init_device_mesh(
         device_type,
         (world // tp_degree, tp_degree),
@@ -308,12 +313,8 @@ def hybrid_shard_tp_mesh(hybrid_shard_degree, tensor_parallel_degree=1, *, devic
     shard = _positive_int(hybrid_shard_degree, "hybrid_shard_degree")
     tp = _positive_int(tensor_parallel_degree, "tensor_parallel_degree")
     world, per_node = _layout(ranks_per_node)
-    why = _tp_node_reason(tp, per_node)
-    if why is not None:
-        raise ValueError(
-            f"tensor_parallel_degree={tp} does not fit {_layout_text(world, per_node)}: {why}; "
-            f"valid tensor_parallel_degree values are {_divisors(per_node)}"
-        )
+    _check_tp_degree(tp, world, per_node, "tensor_parallel_degree",
+                     "valid tensor_parallel_degree values are")
     _check_shard_degree(shard, world, per_node, name="hybrid_shard_degree",
                         valid_name="valid hybrid_shard_degree values are", tp_degree=tp)
     dims = [("replicate", world // (shard * tp)), ("shard", shard), ("tp", tp)]
