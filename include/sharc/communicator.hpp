@@ -210,6 +210,7 @@ class Communicator {
   /// fail too). Callable from any thread at any time; no closing barrier. destroy() (or the
   /// destructor) then releases the endpoint share without waiting for peers.
   void abort(const std::string& reason = "aborted by the application") noexcept;
+  /// Abort reaches every communicator split from this one (transitively) as well.
   /// Success while the communicator is healthy; otherwise why it failed: this rank's own
   /// failure's code (Timeout, SystemError for a dead peer, InvalidUsage for abort(), ...) or
   /// RemoteError when a peer failed first, and the message in `message` when given.
@@ -217,6 +218,16 @@ class Communicator {
   /// Bounds each operation started from now on by `timeout` (> 0) instead of the timeout the
   /// communicator was created with; operations already started keep theirs.
   void setTimeout(std::chrono::milliseconds timeout);
+
+  /// The flight record of this process's world (this communicator, the one it was split
+  /// from and every split): the last SHARC_TRACE_ENTRIES calls of each with their state and,
+  /// for calls in progress, the peer each waits on. JSON; README "Flight records" names the
+  /// fields. `sharc-trace` analyses the records of all ranks.
+  std::string traceJson() const;
+  /// Writes traceJson() to `dir` (default: SHARC_TRACE_DIR) as
+  /// sharc-trace-<world key>-rank<world rank>.json and returns the path; throws
+  /// InvalidArgument when no directory is given or set, SystemError when it cannot write.
+  std::string dumpTrace(const std::string& dir = "") const;
 
   /// Internal: the implementation object (for sharc's own plugins).
   detail::CommunicatorImpl& impl() { return *impl_; }

@@ -24,13 +24,13 @@ constexpr size_t kMaxPostedRecvs = 256;
 
 const char* collKindName(CollKind kind) {
   switch (kind) {
-    case CollKind::AllGather: return "allGather";
-    case CollKind::ReduceScatter: return "reduceScatter";
-    case CollKind::AllReduce: return "allReduce";
-    case CollKind::Broadcast: return "broadcast";
-    case CollKind::Barrier: return "barrier";
-    case CollKind::Split: return "split";
-    case CollKind::PointToPoint: return "send/recv";
+    case CollKind::AllGather: return "AllGather";
+    case CollKind::ReduceScatter: return "ReduceScatter";
+    case CollKind::AllReduce: return "AllReduce";
+    case CollKind::Broadcast: return "Broadcast";
+    case CollKind::Barrier: return "Barrier";
+    case CollKind::Split: return "Split";
+    case CollKind::PointToPoint: return "SendRecv";
   }
   return "unknown collective";
 }
@@ -60,7 +60,8 @@ void ScratchPool::release(Buffer buffer) {
 
 Schedule::Schedule(ScheduleContext ctx)
     : ctx_(std::move(ctx)),
-      tagBase_(tag::base(ctx_.commId, ctx_.seq, tag::signature(ctx_.kind, ctx_.type, ctx_.op))) {}
+      tagBase_(tag::base(ctx_.commId, static_cast<uint32_t>(ctx_.seq),
+                         tag::signature(ctx_.kind, ctx_.type, ctx_.op))) {}
 
 Schedule::~Schedule() {
   if (ctx_.scratch)
@@ -74,8 +75,8 @@ std::string Schedule::describe() const {
        << " bytes)";
     return os.str();
   }
-  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << "(count=" << ctx_.count << ", "
-     << dataTypeName(ctx_.type);
+  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << " #" << ctx_.seq
+     << " (count=" << ctx_.count << ", " << dataTypeName(ctx_.type);
   if (ctx_.kind == CollKind::ReduceScatter || ctx_.kind == CollKind::AllReduce)
     os << ", " << redOpName(ctx_.op);
   if (!ctx_.algorithm.empty()) os << ", " << ctx_.algorithm;
@@ -152,6 +153,38 @@ Schedule::OpId Schedule::remoteWrite(int peer, const uint64_t* remoteBase, uint6
               .expectedLength = expectedLength});
 }
 
+Schedule::OpId Schedule::check(std::function<std::string()> verify) {
+  checks_.push_back(std::move(verify));
+  return add({.kind = Kind::Check, .size = checks_.size() - 1});
+}
+
+Schedule::Progress Schedule::progress() const {
+  if (state_ == State::Failed) return failedAt_;
+  Progress p;
+  p.opsDone = done_;
+  p.opsTotal = ops_.size();
+  for (const Op& op : ops_) {
+    if (op.kind != Kind::Recv) continue;
+    p.bytesExpected += op.size;
+    if (op.state == OpState::Done) p.bytesReceived += op.size;
+  }
+  if (state_ != State::Running) return p;
+  for (const Op& op : ops_)
+    if (op.state == OpState::Posted && op.kind == Kind::Recv) {
+      p.waitingFor = "recv";
+      p.peer = op.peer;
+      return p;
+    }
+  for (const Op& op : ops_)
+    if (op.state == OpState::Posted) {
+      p.waitingFor = "send";
+      p.peer = op.peer;
+      return p;
+    }
+  if (!readyLocal_.empty()) p.waitingFor = "local";
+  return p;
+}
+
 Schedule::OpId Schedule::divide(void* data, size_t count) {
   return add({.kind = Kind::Divide, .dst = data, .size = count});
 }
@@ -195,6 +228,11 @@ void Schedule::runLocal(Op& op) {
       else
         std::memmove(op.dst, op.src, op.size);
       break;
+    case Kind::Check: {
+      const std::string problem = checks_[op.size]();
+      if (!problem.empty()) fail(Result::InvalidUsage, describe() + ": " + problem);
+      break;
+    }
     case Kind::Divide:
       if (ctx_.op == RedOp::Avg)
         core::finishAverage(op.dst, op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
@@ -328,6 +366,7 @@ std::string Schedule::waitingOn() const {
 
 void Schedule::fail(Result code, const std::string& message) {
   if (state_ == State::Failed) return;
+  failedAt_ = progress();
   state_ = State::Failed;
   errorCode_ = code;
   errorMessage_ = message;

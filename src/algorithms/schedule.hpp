@@ -49,7 +49,8 @@ struct ScheduleContext {
   int rank = 0;
   int size = 1;
   uint32_t commId = 0;
-  uint32_t seq = 0;
+  /// The call's sequence number on its communicator (1-based; the tag carries its low bits).
+  uint64_t seq = 0;
   CollKind kind = CollKind::Barrier;
   DataType type = DataType::Uint8;
   RedOp op = RedOp::Sum;
@@ -92,6 +93,9 @@ class Schedule final : public transport::TransferOwner {
                    const void* src, size_t bytes);
   /// data /= size (finishes Avg); a no-op for other ops.
   OpId divide(void* data, size_t count);
+  /// A local check run once its dependencies are done: a non-empty result fails the
+  /// schedule as a mismatched call (InvalidUsage) with that text after describe().
+  OpId check(std::function<std::string()> verify);
   /// `op` starts only after `before` has completed.
   void after(OpId op, OpId before);
   /// Scratch bytes owned by the schedule (returned to the pool when it is destroyed).
@@ -109,14 +113,23 @@ class Schedule final : public transport::TransferOwner {
   const std::string& errorMessage() const { return errorMessage_; }
   /// True when no transfer of this schedule is still posted (safe to free).
   bool quiescent() const { return posted_ == 0; }
-  /// "rank 2: allGather(count=7, float32, ring)" for messages.
+  /// "rank 2: AllGather #57 (count=7, float32, ring)" for messages.
   std::string describe() const;
+  /// Where a running schedule stands, for the flight recorder and the stall probe.
+  struct Progress {
+    size_t opsDone = 0, opsTotal = 0;
+    const char* waitingFor = "none";  ///< "recv", "send", "local" or "none"
+    int peer = -1;                    ///< communicator rank waited on, -1 if none
+    uint64_t bytesReceived = 0, bytesExpected = 0;
+  };
+  /// (For a failed schedule: where it stood when it failed.)
+  Progress progress() const;
 
   void onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) override;
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
 
  private:
-  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite };
+  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite, Check };
   enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
   struct Op {
     Kind kind;
@@ -146,12 +159,14 @@ class Schedule final : public transport::TransferOwner {
   std::deque<Op> ops_;  // deque: Transfer addresses stay fixed as ops are added
   std::deque<OpId> readySends_, readyRecvs_, readyLocal_;
   std::vector<ScratchPool::Buffer> scratch_;
+  std::vector<std::function<std::string()>> checks_;  // Check ops (Op::size indexes it)
   State state_ = State::Running;
   bool started_ = false;
   size_t done_ = 0;
   size_t posted_ = 0, postedSends_ = 0, postedRecvs_ = 0;
   Result errorCode_ = Result::Success;
   std::string errorMessage_;
+  Progress failedAt_;
 };
 
 }  // namespace sharc::algo

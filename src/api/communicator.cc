@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 
@@ -210,11 +211,24 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   engine->locality = !allLocal    ? algo::Locality::Network
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;
+  const std::vector<int32_t> worldPids = pids;
   if (!singleCopy) pids.clear();
   std::vector<uint64_t> nodeKeys;
   for (const std::string& n : nodes)  // key: the lowest rank on the same node
     nodeKeys.push_back(
         static_cast<uint64_t>(std::find(nodes.begin(), nodes.end(), n) - nodes.begin()));
+  // Who is who, for flight records: the key is a hash of every rank's fabric address (the
+  // same on all ranks of this world, different for another job or another init).
+  engine->world.rank = rank;
+  engine->world.size = size;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (const std::string& a : addresses)
+    for (const char ch : a + '\n') hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  char keyText[17];
+  std::snprintf(keyText, sizeof(keyText), "%016llx", static_cast<unsigned long long>(hash));
+  engine->world.key = keyText;
+  for (const std::string& n : nodes) engine->world.hosts.push_back(n.substr(0, n.find('/')));
+  engine->world.pids = worldPids;
   auto state = std::make_shared<CommState>(engine, 0, rank, std::move(peers), std::move(pids),
                                            algo::NodeMap::fromKeys(nodeKeys), timeout, algos);
   {
@@ -222,6 +236,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
     state->start();
   }
   boot->allGather(std::string());  // every rank's abort-notice receive is posted
+  engine->startWatch();
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
                      << (allLocal ? " (all ranks on this host)" : "")
                      << (engine->oversubscribed ? ", more local ranks than CPUs" : "")
@@ -332,6 +347,14 @@ void Communicator::destroy(std::chrono::milliseconds closingWait) noexcept {
 
 void Communicator::abort(const std::string& reason) noexcept {
   if (impl_) impl_->abort(reason);
+}
+
+std::string Communicator::traceJson() const {
+  return impl_->traceJson();
+}
+
+std::string Communicator::dumpTrace(const std::string& dir) const {
+  return impl_->dumpTrace(dir);
 }
 
 void Communicator::setTimeout(std::chrono::milliseconds timeout) {

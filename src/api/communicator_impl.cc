@@ -130,7 +130,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   algo::ScheduleContext ctx = baseContext(
       kind, type,
       (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum, count);
-  ctx.seq = c.nextSeq++;
+  ctx.seq = ++c.calls;
   // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
   // the chunked ring where a message could exceed the provider's largest.
   // Training loops repeat the same few shapes: the last plans are kept per communicator.
@@ -168,9 +168,23 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
     case CollKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
     default: algo::buildBarrier(*schedule); break;
   }
-  SHARC_TRACE(schedule->describe() << ": seq " << schedule->context().seq << ", "
-                                   << schedule->opCount() << " operations");
-  return launch(std::move(schedule));
+  SHARC_TRACE(schedule->describe() << ": " << schedule->opCount() << " operations");
+  // The flight record: a few stores and one clock read (no allocation once the ring is full).
+  TraceEntry& e = c.recorder.add();
+  e.seq = schedule->context().seq;
+  e.kind = kind;
+  e.type = type;
+  e.hasOp = kind == CollKind::ReduceScatter || kind == CollKind::AllReduce;
+  e.op = e.hasOp ? op : RedOp::Sum;
+  e.root = kind == CollKind::Broadcast ? root : -1;
+  e.count = count;
+  e.algorithm = algo::algorithmName(algorithm);
+  e.chunkBytes = plan.chunkBytes;
+  e.internal = c.internalCall;
+  e.path = c.path;
+  e.state = TraceState::Started;
+  e.queuedNs = e.startedNs = wallClockNs();
+  return launch(std::move(schedule), e.id);
 }
 
 algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type, RedOp op,
@@ -195,8 +209,10 @@ algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type
   return ctx;
 }
 
-Request CommunicatorImpl::launch(std::shared_ptr<algo::Schedule> schedule) {
+Request CommunicatorImpl::launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId) {
   auto request = std::make_shared<RequestState>(state_, std::move(schedule));
+  request->traceId = traceId;
+  request->startedAt = std::chrono::steady_clock::now();
   state_->engine->addActive(request);
   state_->engine->progressLocked();  // post what can go right away
   return Request(std::move(request));
@@ -220,8 +236,16 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
       if (c.engine->usedCommIds.test(i)) mine.used[i / 64] |= uint64_t{1} << (i % 64);
   }
   std::vector<Record> all(static_cast<size_t>(c.size));
-  Request req =
-      start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8, RedOp::Sum, 0);
+  c.internalCall = "split";
+  Request req;
+  try {
+    req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8,
+                RedOp::Sum, 0);
+  } catch (...) {
+    c.internalCall = "";
+    throw;
+  }
+  c.internalCall = "";
   req.wait();
   if (color < 0) return nullptr;
 
@@ -250,9 +274,11 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
                                            c.nodes.subset(members), c.timeout.load(), c.algos);
+ child->parentId = static_cast<int>(c.id);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
+    c.children.push_back(child);
   }
   SHARC_INFO("rank " << c.rank << ": split color " << color << " -> rank " << newRank << " of "
                      << child->size << ", communicator id " << id);
@@ -269,10 +295,13 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   // open, and ranks may destroy sub-communicators in any order without waiting on each other.
   if (!c.aborted && c.size > 1) {
     try {
+      c.internalCall = "destroy";
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
+      c.internalCall = "";
       waitRequest(*req.state_,
                   std::min<std::chrono::milliseconds>(c.timeout.load(), closingWait));
     } catch (const std::exception& e) {
+      c.internalCall = "";
       SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
     }
   }
@@ -297,11 +326,38 @@ void CommunicatorImpl::abort(const std::string& reason) noexcept {
   if (destroyed_ || c.aborted) return;
   SHARC_INFO("rank " << c.rank << ": abort: " << reason);
   try {
-    c.abort(reason, Result::InvalidUsage);  // fails the active operations, tells the peers
-    c.engine->progressLocked();             // lets the failures be reported now
+    // This communicator and every communicator split from it, transitively: their pending
+    // operations fail now and their peers hear of it.
+    std::vector<CommState*> todo{&c};
+    for (size_t i = 0; i < todo.size(); ++i) {
+      CommState& x = *todo[i];
+      if (!x.aborted) {
+        x.userAborted = true;
+        x.abort(i == 0 ? reason : "parent communicator " + std::to_string(c.id) + " aborted: " + reason,
+                Result::InvalidUsage);
+      }
+      for (auto& w : x.children)
+        if (auto child = w.lock()) todo.push_back(child.get());
+    }
+    if (!c.dumped) {
+      c.dumped = true;
+      c.engine->requestDump("abort", reason);
+    }
+    c.engine->progressLocked();  // lets the failures be reported now
   } catch (const std::exception& e) {
     SHARC_WARN("rank " << c.rank << ": abort: " << e.what());
   }
+}
+
+std::string CommunicatorImpl::traceJson() const {
+  std::lock_guard<std::mutex> lock(state_->engine->mu);
+  return state_->engine->traceJson("request", "");
+}
+
+std::string CommunicatorImpl::dumpTrace(const std::string& dir) const {
+  const std::string& where = dir.empty() ? core::Config::get().traceDir : dir;
+  std::lock_guard<std::mutex> lock(state_->engine->mu);
+  return state_->engine->writeTrace(where, "request", "");
 }
 
 void CommunicatorImpl::setTimeout(std::chrono::milliseconds timeout) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <bitset>
 #include <chrono>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <sharc/communicator.hpp>
@@ -17,6 +18,7 @@
 #include "algorithms/schedule.hpp"
 #include "algorithms/selector.hpp"
 #include "algorithms/tuner.hpp"
+#include "flight_recorder.hpp"
 #include "transport/endpoint.hpp"
 
 namespace sharc::gpu {
@@ -26,6 +28,16 @@ class StreamExecutor;
 namespace sharc::detail {
 
 class CommState;
+class EngineWatch;
+
+/// Who the ranks of the world (the communicator made at init) are, for flight records.
+struct WorldInfo {
+  std::string key;  ///< the same on every rank of one world, different across jobs (16 hex)
+  int rank = 0;
+  int size = 1;
+  std::vector<std::string> hosts;  ///< per world rank
+  std::vector<int32_t> pids;       ///< per world rank
+};
 
 /// One endpoint and the operations in flight on it. All access holds `mu`.
 class Engine {
@@ -55,11 +67,51 @@ class Engine {
   /// Fails the active operations of `comm` (used by abort and destroy).
   void failActive(const CommState* comm, Result code, const std::string& message);
 
+  // ---- flight records, stall probe (trace_json.cc, stall_probe.cc, engine_watch.cc) ----
+  WorldInfo world;
+  /// Live communicators on this endpoint (registered by CommState::start, removed by close).
+  std::vector<CommState*> comms;
+  /// The whole process's record for this world as JSON (format: README "Flight records").
+  std::string traceJson(const std::string& reason, const std::string& message) const;
+  /// Writes traceJson to `dir` (atomically: a temporary file renamed); returns the path.
+  std::string writeTrace(const std::string& dir, const std::string& reason,
+                         const std::string& message) const;
+  /// Asks for a dump to SHARC_TRACE_DIR at the end of this progress pass (when it is set).
+  void requestDump(const std::string& reason, const std::string& message);
+  /// A communicator whose control receive delivered a message to handle after polling.
+  void controlPending(CommState* c) { controlPending_.push_back(c); }
+  /// Sends stall probes for operations that waited longer than SHARC_STALL_PROBE_MS.
+  void probeStalls();
+  /// The active request of `comm` with flight-record id `traceId`, null if none.
+  RequestState* activeRequest(const CommState* comm, uint64_t traceId) const;
+  /// The active collective of `comm` with sequence `seq`, null if none.
+  RequestState* activeCall(const CommState* comm, uint64_t seq) const;
+  /// Starts the watch thread (stall probes, SIGUSR1, trace socket) if any of them is on.
+  void startWatch();
+
  private:
   std::unique_ptr<transport::Endpoint> endpoint_;
   std::vector<std::shared_ptr<RequestState>> active_;
   std::vector<std::shared_ptr<algo::Schedule>> drainingSchedules_;
   std::vector<std::shared_ptr<CommState>> drainingComms_;
+  std::vector<CommState*> controlPending_;
+  std::string dumpReason_, dumpMessage_;
+  bool dumpPending_ = false;
+  std::unique_ptr<EngineWatch> watch_;
+};
+
+/// A call as the stall probe describes it on the control channel (plain bytes: every rank
+/// runs the same build).
+struct ProbeCall {
+  uint64_t seq = 0;  ///< 0: none
+  uint64_t count = 0;
+  int32_t root = -1;
+  uint8_t kind = 0, type = 0, op = 0, hasOp = 0, state = 0, internal = 0;
+  static ProbeCall of(const TraceEntry& e);
+  /// "AllGather #7 (count=3, float32)" with op, root and what sharc called it for.
+  std::string describe() const;
+  /// Same collective, type, op, count and root.
+  bool sameCall(const ProbeCall& o) const;
 };
 
 /// What one communicator is: its ranks, tag space, sequence and abort channel.
@@ -80,7 +132,17 @@ class CommState final : public transport::TransferOwner {
   /// Bound on each operation started from now on (Communicator::setTimeout changes it).
   std::atomic<std::chrono::milliseconds> timeout;
   const algo::AlgorithmOverride algos;
-  uint32_t nextSeq = 0;
+  /// Collective calls issued so far: the last sequence number (tags carry its low 12 bits).
+  uint64_t calls = 0;
+  uint64_t p2pGroups = 0;  ///< point-to-point groups issued so far
+  int parentId = -1;       ///< the communicator this one was split from (-1: the world)
+  const char* path = "host";  ///< "stream": the executor of stream-ordered calls
+  const char* internalCall = "";  ///< set around calls sharc makes itself (split, destroy)
+  FlightRecorder recorder;
+  /// Communicators split from this one: abort reaches them too.
+  std::vector<std::weak_ptr<CommState>> children;
+  bool userAborted = false;  ///< failed through Communicator::abort
+  bool dumped = false;       ///< its failure has been written to SHARC_TRACE_DIR
   std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
   /// Recent tuner plans by (collective, bytes): every input of the plan but these is fixed
   /// for the communicator's life.
@@ -104,11 +166,26 @@ class CommState final : public transport::TransferOwner {
   void onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) override;
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
 
+  // ---- stall probe (stall_probe.cc) ----
+  /// Asks communicator rank `peer` which call it is in (engine lock held).
+  void sendProbe(int peer, const TraceEntry& mine);
+  /// Handles the control messages received since the last pass (engine lock held).
+  void serviceControl();
+
  private:
+  struct ControlSend {
+    transport::Transfer transfer;
+    std::string bytes;
+  };
+  void postControlRecv();
+  void sendControl(int peer, std::string bytes);
+  void answerProbe(int asker, const std::string& body);
+  void readReply(int peer, const std::string& body);
+
   transport::Transfer controlRecv_;
   char controlBuf_[256] = {};
-  std::vector<std::unique_ptr<transport::Transfer>> noticeSends_;
-  std::string notice_;
+  std::list<ControlSend> controlSends_;
+  std::vector<std::pair<int, std::string>> inbox_;  // (sender, message) to service
   int posted_ = 0;
   bool controlPosted_ = false;
 };
@@ -126,6 +203,11 @@ class RequestState {
   std::string message;
   /// Set when the schedule failed: until then the error waits for its transfers to drain.
   std::chrono::steady_clock::time_point drainUntil{};
+  uint64_t traceId = 0;  ///< its flight-record entry
+  std::chrono::steady_clock::time_point startedAt{}, probedAt{};
+  int probedPeer = -1;        ///< the peer asked last, while its answer is awaited
+  bool reportedSilence = false;  ///< the peer's silence has been logged
+  std::string probeNote;      ///< what the stall probe found (added to a timeout's message)
 };
 
 class CommunicatorImpl {
@@ -160,6 +242,10 @@ class CommunicatorImpl {
   /// Fails every pending and later operation here and tells the peers (communicator.hpp).
   void abort(const std::string& reason) noexcept;
   Result failure(std::string* message) const;
+  /// The flight record of this process (communicator.hpp).
+  std::string traceJson() const;
+  /// Writes it to `dir` ("" = SHARC_TRACE_DIR) and returns the file's path.
+  std::string dumpTrace(const std::string& dir) const;
   void setTimeout(std::chrono::milliseconds timeout);
   bool destroyed() const { return destroyed_; }
   CommState& state() { return *state_; }
@@ -170,7 +256,7 @@ class CommunicatorImpl {
   // Fills what every schedule of this communicator shares (engine lock held).
   algo::ScheduleContext baseContext(algo::CollKind kind, DataType type, RedOp op, size_t count);
   // Registers a built schedule and posts what it can (engine lock held).
-  Request launch(std::shared_ptr<algo::Schedule> schedule);
+  Request launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId);
   // Lets queued stream-ordered calls finish and stops their worker (stream_calls.cc).
   void stopStreamCalls() noexcept;
   std::shared_ptr<CommState> state_;
@@ -178,6 +264,9 @@ class CommunicatorImpl {
   std::unique_ptr<gpu::StreamExecutor> streamExecutor_;  // made by the first stream call
   bool destroyed_ = false;
 };
+
+/// Where a request's schedule stands, for the flight record.
+TraceProgress traceProgress(const RequestState& r);
 
 /// Blocks until `request` finishes or `timeout` passes (throws Timeout then).
 void waitRequest(RequestState& request, std::chrono::milliseconds timeout);

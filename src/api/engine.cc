@@ -1,11 +1,13 @@
-// Engine (progress of one endpoint) and CommState (a communicator's tag space and abort
-// channel).
+// Engine (progress of one endpoint) and CommState (a communicator's tag space and control
+// channel: abort notices and stall probes).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "communicator_impl.hpp"
+#include "core/config.hpp"
 #include "core/log.hpp"
+#include "engine_watch.hpp"
 
 namespace sharc::detail {
 namespace {
@@ -17,6 +19,7 @@ constexpr std::chrono::milliseconds kCancelDrain{5000};
 Engine::Engine(std::unique_ptr<transport::Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
 
 Engine::~Engine() {
+  watch_.reset();  // stops the watch thread before anything it uses goes away
   // Give the provider a moment to flush what was injected last (a closing barrier token may
   // still sit in its queues), then close the endpoint first, so that no completion can reach
   // the objects freed below.
@@ -25,8 +28,18 @@ Engine::~Engine() {
   endpoint_.reset();
 }
 
+void Engine::startWatch() {
+  if (!watch_ && EngineWatch::wanted()) watch_ = std::make_unique<EngineWatch>(*this);
+}
+
 bool Engine::progressLocked() {
   bool any = endpoint_->progress() > 0;
+  if (!controlPending_.empty()) {
+    std::vector<CommState*> pending;
+    pending.swap(controlPending_);
+    for (CommState* c : pending)
+      if (std::find(comms.begin(), comms.end(), c) != comms.end()) c->serviceControl();
+  }
   for (size_t i = 0; i < active_.size();) {
     RequestState& r = *active_[i];
     if (r.comm->aborted && r.schedule->state() == algo::Schedule::State::Running)
@@ -39,10 +52,25 @@ bool Engine::progressLocked() {
     if (st == algo::Schedule::State::Failed && r.drainUntil == Clock::time_point{}) {
       r.code = r.schedule->errorCode();
       r.message = r.schedule->errorMessage();
+      // What the stall probe learnt tells a timeout's victim who it really waits on.
+      if (r.code == Result::Timeout && !r.probeNote.empty())
+        r.message += " (stall probe: " + r.probeNote + ")";
       SHARC_WARN(r.message);
+      if (TraceEntry* e = r.comm->recorder.find(r.traceId)) {
+        e->failedAt = traceProgress(r);
+        e->probeNote = r.probeNote;
+      }
+      r.comm->recorder.finish(r.traceId, false, r.message);
       // A local failure (dead peer, mismatch, timeout) is announced to the other ranks so
       // they fail now instead of at their own timeout.
       if (r.code != Result::RemoteError && !r.comm->aborted) r.comm->abort(r.message, r.code);
+      if (!r.comm->dumped) {
+        r.comm->dumped = true;
+        requestDump(r.code == Result::Timeout       ? "timeout"
+                    : r.code == Result::RemoteError ? "peer-failure"
+                                                    : "failure",
+                    r.message);
+      }
       r.drainUntil = Clock::now() + kCancelDrain;
     }
     if (st == algo::Schedule::State::Failed && !r.schedule->quiescent()) {
@@ -57,13 +85,32 @@ bool Engine::progressLocked() {
       drain(r.schedule);
     }
     any = true;
+    if (st == algo::Schedule::State::Done) r.comm->recorder.finish(r.traceId, true, {});
     r.status = st == algo::Schedule::State::Done ? RequestState::Status::Done
                                                  : RequestState::Status::Failed;
     active_.erase(active_.begin() + static_cast<long>(i));
   }
   std::erase_if(drainingSchedules_, [](const auto& s) { return s->quiescent(); });
   std::erase_if(drainingComms_, [](const auto& c) { return c->quiescent(); });
+  if (dumpPending_) {
+    dumpPending_ = false;
+    const std::string& dir = core::Config::get().traceDir;
+    try {
+      const std::string path = writeTrace(dir, dumpReason_, dumpMessage_);
+      SHARC_WARN("rank " << world.rank << ": flight record written to " << path
+                         << " (analyse with: sharc-trace " << dir << ")");
+    } catch (const std::exception& e) {
+      SHARC_WARN("rank " << world.rank << ": could not write the flight record: " << e.what());
+    }
+  }
   return any;
+}
+
+void Engine::requestDump(const std::string& reason, const std::string& message) {
+  if (core::Config::get().traceDir.empty() || dumpPending_) return;
+  dumpPending_ = true;
+  dumpReason_ = reason;
+  dumpMessage_ = message;
 }
 
 void Engine::failActive(const CommState* comm, Result code, const std::string& message) {
@@ -71,6 +118,20 @@ void Engine::failActive(const CommState* comm, Result code, const std::string& m
     if (r->comm.get() == comm && r->schedule->state() == algo::Schedule::State::Running)
       r->schedule->fail(code, r->schedule->describe() + ": " + message);
   }
+}
+
+RequestState* Engine::activeRequest(const CommState* comm, uint64_t traceId) const {
+  for (const auto& r : active_)
+    if (r->comm.get() == comm && r->traceId == traceId) return r.get();
+  return nullptr;
+}
+
+RequestState* Engine::activeCall(const CommState* comm, uint64_t seq) const {
+  for (const auto& r : active_)
+    if (r->comm.get() == comm && r->schedule->context().seq == seq &&
+        r->schedule->context().kind != algo::CollKind::PointToPoint)
+      return r.get();
+  return nullptr;
 }
 
 CommState::CommState(std::shared_ptr<Engine> e, uint32_t commId, int r, std::vector<uint32_t> p,
@@ -84,7 +145,8 @@ CommState::CommState(std::shared_ptr<Engine> e, uint32_t commId, int r, std::vec
       pids(std::move(pidList)),
       nodes(std::move(n)),
       timeout(t),
-      algos(a) {
+      algos(a),
+      recorder(core::Config::get().traceEntries) {
   controlRecv_.owner = this;
 }
 
@@ -92,6 +154,15 @@ CommState::~CommState() = default;
 
 void CommState::start() {
   engine->usedCommIds.set(id);
+  engine->comms.push_back(this);
+  postControlRecv();
+  if (!controlPosted_)
+    SHARC_WARN("rank " << rank
+                       << ": could not post the control receive; peers' failures "
+                          "will surface as timeouts");
+}
+
+void CommState::postControlRecv() {
   const uint64_t tag = algo::tag::base(id, 0, 0) | algo::tag::kControlSlot;
   const uint64_t ignore = algo::tag::kRankMask | algo::tag::kSeqMask | algo::tag::kSigMask;
   if (engine->endpoint().postRecv(transport::kAnyPeer, tag, ignore, controlBuf_,
@@ -99,10 +170,22 @@ void CommState::start() {
                                   controlRecv_) == transport::PostStatus::Posted) {
     ++posted_;
     controlPosted_ = true;
-  } else
-    SHARC_WARN("rank " << rank
-                       << ": could not post the abort-notice receive; peers' failures "
-                          "will surface as timeouts");
+  }
+}
+
+void CommState::sendControl(int peer, std::string bytes) {
+  controlSends_.emplace_back();
+  ControlSend& s = controlSends_.back();
+  s.transfer.owner = this;
+  s.bytes = std::move(bytes);
+  const uint64_t tag = algo::tag::make(algo::tag::base(id, 0, 0), static_cast<uint32_t>(rank),
+                                       algo::tag::kControlSlot);
+  const auto st =
+      engine->endpoint().postSend(peers[peer], tag, s.bytes.data(), s.bytes.size(), s.transfer);
+  if (st == transport::PostStatus::Posted)
+    ++posted_;
+  else
+    controlSends_.pop_back();  // completed at once (injected), or could not be sent
 }
 
 void CommState::abort(const std::string& reason, Result code) {
@@ -110,47 +193,65 @@ void CommState::abort(const std::string& reason, Result code) {
   aborted = true;
   abortCode = code;
   abortMessage = "communicator aborted by this rank: " + reason;
-  notice_ = reason.substr(0, sizeof(controlBuf_) - 2);
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    auto t = std::make_unique<transport::Transfer>();
-    t->owner = this;
-    const uint64_t tag = algo::tag::make(algo::tag::base(id, 0, 0), static_cast<uint32_t>(rank),
-                                         algo::tag::kControlSlot);
-    const auto st =
-        engine->endpoint().postSend(peers[peer], tag, notice_.data(), notice_.size(), *t);
-    if (st == transport::PostStatus::Posted) {
-      ++posted_;
-      noticeSends_.push_back(std::move(t));
-    }
-  }
+  const std::string notice = "A" + reason.substr(0, sizeof(controlBuf_) - 3);
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank) sendControl(peer, notice);
   engine->failActive(this, Result::RemoteError, abortMessage);
 }
 
 void CommState::close() {
   if (controlPosted_) engine->endpoint().cancel(controlRecv_);
   engine->usedCommIds.reset(id);
+  std::erase(engine->comms, this);
 }
 
 void CommState::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
   --posted_;
-  if (&t != &controlRecv_) return;  // a notice we sent
+  if (&t != &controlRecv_) {  // a control message we sent
+    std::erase_if(controlSends_, [&](const ControlSend& s) { return &s.transfer == &t; });
+    return;
+  }
   controlPosted_ = false;
-  if (aborted) return;
-  aborted = true;
-  abortCode = Result::RemoteError;
-  controlBuf_[std::min(bytes, sizeof(controlBuf_) - 1)] = '\0';
-  abortMessage = "rank " + std::to_string(algo::tag::rankOf(tag)) +
-                 " aborted the communicator: " + controlBuf_;
-  SHARC_WARN("rank " << rank << ": " << abortMessage);
-  engine->failActive(this, Result::RemoteError, abortMessage);
+  // Handled after polling (a completion callback must not post or write files).
+  inbox_.emplace_back(static_cast<int>(algo::tag::rankOf(tag)),
+                      std::string(controlBuf_, std::min(bytes, sizeof(controlBuf_) - 1)));
+  engine->controlPending(this);
+}
+
+void CommState::serviceControl() {
+  std::vector<std::pair<int, std::string>> inbox;
+  inbox.swap(inbox_);
+  for (auto& [from, msg] : inbox) {
+    const char type = msg.empty() ? 'A' : msg[0];
+    const std::string body = msg.empty() ? msg : msg.substr(1);
+    if (type == 'Q') {
+      answerProbe(from, body);
+    } else if (type == 'R') {
+      readReply(from, body);
+    } else if (!aborted) {  // 'A': a peer's failure or abort
+      aborted = true;
+      abortCode = Result::RemoteError;
+      abortMessage = "rank " + std::to_string(from) + " aborted the communicator: " + body;
+      SHARC_WARN("rank " << rank << ": " << abortMessage);
+      engine->failActive(this, Result::RemoteError, abortMessage);
+      if (!dumped) {
+        dumped = true;
+        engine->requestDump("peer-failure", abortMessage);
+      }
+    }
+  }
+  if (!aborted && !controlPosted_) postControlRecv();
 }
 
 void CommState::onTransferError(transport::Transfer& t, Result, const std::string& message) {
   --posted_;
-  if (&t == &controlRecv_) controlPosted_ = false;
-  if (&t == &controlRecv_ && message != "canceled")
-    SHARC_WARN("rank " << rank << ": abort-notice receive failed: " << message);
+  if (&t == &controlRecv_) {
+    controlPosted_ = false;
+    if (message != "canceled")
+      SHARC_WARN("rank " << rank << ": control receive failed: " << message);
+    return;
+  }
+  std::erase_if(controlSends_, [&](const ControlSend& s) { return &s.transfer == &t; });
 }
 
 }  // namespace sharc::detail

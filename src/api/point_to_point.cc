@@ -84,7 +84,14 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
       schedule->recvWithSeq(p.peer, c.recvSeq[key]++, slot, p.buf, p.bytes);
   }
   SHARC_TRACE(schedule->describe());
-  return launch(std::move(schedule));
+  TraceEntry& e = c.recorder.add();
+  e.p2pSeq = ++c.p2pGroups;
+  e.kind = CollKind::PointToPoint;
+  e.count = bytes;
+  e.path = c.path;
+  e.state = TraceState::Started;
+  e.queuedNs = e.startedNs = wallClockNs();
+  return launch(std::move(schedule), e.id);
 }
 
 std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>& members,
@@ -149,9 +156,11 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
                                            c.nodes.subset(members),
                                            timeout.count() > 0 ? timeout : c.timeout.load(), c.algos);
+  child->parentId = static_cast<int>(c.id);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
+    c.children.push_back(child);
   }
   SHARC_INFO("rank " << c.rank << ": subgroup of " << members.size() << " -> rank " << newRank
                      << ", communicator id " << id);

@@ -57,6 +57,7 @@ void CommunicatorImpl::startStream(algo::CollKind kind, const void* send, void* 
     // Collective: every rank makes its first stream-ordered call at the same point. The
     // worker gets a communicator of its own, so its calls never interleave with the caller's.
     std::shared_ptr<Communicator> own = split(0, state_->rank);
+    own->impl().state().path = "stream";  // its flight records say they are stream calls
     streamExecutor_ = std::make_unique<gpu::StreamExecutor>(std::move(own), state_->timeout.load());
     SHARC_INFO(call << ": stream-ordered calls start (device " << c.device << ")");
   }

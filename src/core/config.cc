@@ -211,6 +211,20 @@ Config Config::load() {
       if (!item.empty()) config.nics.push_back(item);
     if (config.nics.empty()) badValue("SHARC_NICS", *v, "a comma-separated list of NIC names");
   }
+  if (auto v = envValue("SHARC_TRACE_ENTRIES")) {
+    const char* expected = "a positive number of operations";
+    const int entries = parseIntVar("SHARC_TRACE_ENTRIES", *v, expected);
+    if (entries == 0) badValue("SHARC_TRACE_ENTRIES", *v, expected);
+    config.traceEntries = static_cast<size_t>(entries);
+  }
+  if (auto v = envValue("SHARC_TRACE_DIR")) config.traceDir = *v;
+  if (auto v = envValue("SHARC_TRACE_SIGNAL"))
+    config.traceSignal = parseSwitch("SHARC_TRACE_SIGNAL", *v);
+  if (auto v = envValue("SHARC_TRACE_SOCKET")) config.traceSocket = *v;
+  if (auto v = envValue("SHARC_STALL_PROBE_MS"))
+    config.stallProbe = std::chrono::milliseconds(
+        parseIntVar("SHARC_STALL_PROBE_MS", *v, "milliseconds (0 = no stall probe)"));
+  if (auto v = envValue("SHARC_FAULT")) config.fault = *v;
   if (auto v = envValue("SHARC_BIND_THREAD"))
     config.bindThread = parseSwitch("SHARC_BIND_THREAD", *v);
   return config;

@@ -49,6 +49,22 @@ struct Config {
   /// SHARC_GPU_STAGING_CHUNK: bytes per rank of each chunk that a collective on CUDA buffers
   /// stages through host memory (>= 4096)
   size_t gpuStagingChunkBytes = size_t{4} << 20;
+  /// SHARC_TRACE_ENTRIES: operations the flight recorder keeps per communicator (>= 1).
+  size_t traceEntries = 2000;
+  /// SHARC_TRACE_DIR: where each rank writes its flight record when a communicator fails
+  /// ("" = no dump unless asked for through the API, SIGUSR1 or the trace socket).
+  std::string traceDir;
+  /// SHARC_TRACE_SIGNAL: SIGUSR1 makes the process write its flight records to traceDir.
+  bool traceSignal = false;
+  /// SHARC_TRACE_SOCKET: a directory where each rank listens on a Unix socket (owner-only)
+  /// and answers with its flight records (`sharc-trace --live DIR`); "" = off.
+  std::string traceSocket;
+  /// SHARC_STALL_PROBE_MS: an operation that waited this long asks the peer it waits on
+  /// which call that peer is in (0 = never).
+  std::chrono::milliseconds stallProbe{1500};
+  /// SHARC_FAULT: faults to inject (README "Fault injection"; "" = none). Parsed by
+  /// core::FaultPlan.
+  std::string fault;
 
   /// Reads the environment; throws sharc::Error(InvalidArgument) naming the variable and
   /// the expected form when a value is malformed.

@@ -211,7 +211,7 @@ TEST(MultiRail, StripedMessagesMatchReference) {
           mismatched->allGather(send.data(), recv.data(), count, DataType::Float32);
           ADD_FAILURE() << "rank " << ctx.rank << ": no error for a mismatched count";
         } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("allGather"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("AllGather"), std::string::npos) << e.what();
         }
       },
       o);

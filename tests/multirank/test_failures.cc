@@ -58,7 +58,7 @@ TEST(Failures, RankExitingMidCollectiveFailsTheOthers) {
           const auto start = std::chrono::steady_clock::now();
           expectError(
               [&] { comm->allGather(send.data(), recv.data(), send.size(), DataType::Float32); },
-              "allGather", ctx.rank);
+              "AllGather", ctx.rank);
           EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
         },
         o);
@@ -102,7 +102,7 @@ TEST(Failures, KilledRankFailsTheOthersAndLeavesNothingInDevShm) {
               for (int i = 0; i < 3; ++i)
                 comm->allGather(send.data(), recv.data(), send.size(), DataType::Float32);
             },
-            "allGather", ctx.rank);
+            "AllGather", ctx.rank);
         EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
       },
       o);
@@ -121,7 +121,7 @@ TEST(Failures, MismatchedCountIsReportedOnEveryRank) {
         std::vector<int32_t> send(count * 3, 1), recv(count * 3);
         expectError(
             [&] { comm->allReduce(send.data(), recv.data(), count, DataType::Int32, RedOp::Sum); },
-            "allReduce", ctx.rank);
+            "AllReduce", ctx.rank);
       },
       shortTimeout());
 }
@@ -134,7 +134,7 @@ TEST(Failures, MismatchedCountInSingleCopyAllGather) {
         const size_t count = ctx.rank == 2 ? 100000 : 200000;  // large: direct_read on one host
         std::vector<float> send(count, 1.0f), recv(200000 * 3);
         expectError([&] { comm->allGather(send.data(), recv.data(), count, DataType::Float32); },
-                    "allGather", ctx.rank);
+                    "AllGather", ctx.rank);
       },
       shortTimeout());
 }

@@ -11,6 +11,7 @@ work queued on the current stream; ``Work.wait()`` makes the current stream wait
 Also exports mesh helpers for hybrid sharding and tensor parallelism.
 """
 import datetime
+import os
 
 import torch  # noqa: F401  loads libtorch before the extension
 import torch.distributed as dist
@@ -25,6 +26,18 @@ __all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "hybrid_shard_tp_mesh", "ranks_per
 BACKEND = "sharc"
 # The devices whose tensors the backend takes (torch maps both to one backend object).
 DEVICES = ["cpu", "cuda"]
+
+
+def _trace_dir_from_torch():
+    """torch's Flight Recorder writes to TORCH_FR_DUMP_TEMP_FILE (a path prefix): sharc's
+    flight records go to the same directory unless SHARC_TRACE_DIR says otherwise. Done at
+    import, before sharc reads its configuration (once per process)."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE")
+    if prefix and not os.environ.get("SHARC_TRACE_DIR"):
+        os.environ["SHARC_TRACE_DIR"] = os.path.dirname(os.path.abspath(prefix))
+
+
+_trace_dir_from_torch()
 
 
 def _seconds(timeout):
