@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizers' runtimes (tools/fuzz.sh, tools/sanitize.sh)
   mmdebstrap  # the Debian 13 root with torch 2.6 for the PyTorch backend (tools/torch-env.sh)
 )
 

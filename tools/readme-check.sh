@@ -45,7 +45,27 @@ check() {
     "bash tools/torch-env.sh -- python3 tools/torch-distributed-suite.py --start-method fork")
       echo "run: bash tools/torch-env.sh -- python3 tools/torch-distributed-suite.py --start-method fork --smoke" ;;
     "cmake --preset default && cmake --build build --target nccl-net-sharc -j") echo "run: same" ;;
-    export\ *) echo "skip: sets the environment of the user's NCCL job on the next line" ;;
+    export\ *) echo "skip: sets the environment of the user's job on the next lines" ;;
+    "torchrun ... train.py") echo "skip: the user's own training job" ;;
+    "bash tools/hang-demo.sh") echo "run: same >/dev/null" ;;
+    "sharc-trace /shared/sharc-traces" | "kill -USR1 <pid of every rank>" | \
+      "sharc-trace --live /tmp/sharc-sockets")
+      echo "covered: tests/trace/test_real_hangs.py (CTest sharc_trace_real_hangs) dumps, signals and serves records of real ranks and runs sharc-trace on them" ;;
+    "ctest --test-dir build -R 'Abort|CApi' --output-on-failure" | \
+      "ctest --test-dir build -R 'NetClose|CollNetClose' --output-on-failure" | \
+      "ctest --test-dir build -R 'FaultPlan'" | "ctest --test-dir build -R 'FaultInjection|faults'")
+      echo "covered: tools/test.sh's ctest runs these tests" ;;
+    "bash tools/torch-venv.sh -- bash tools/torch-test.sh -k 'abort or shutdown'")
+      echo "covered: tools/test.sh runs the whole torch suite on both versions" ;;
+    "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 50 --ranks 4 --timeout-ms 4000")
+      echo "covered: CTest faults.campaign.short runs it with --trials 2 (the 50-trial table is in the README)" ;;
+    "tools/fuzz.sh") echo "covered: tools/test.sh runs tools/fuzz.sh -t 10" ;;
+    "tools/sanitize.sh asan -L unit") echo "covered: tools/test.sh runs it" ;;
+    "tools/sanitize.sh asan" | "tools/sanitize.sh tsan" | "tools/sanitize.sh tsan -L nccl -R CollNet")
+      echo "skip: 20-40 minutes each on 2 cores (run by hand; the note of issue 13 has the results)" ;;
+    "tools/fuzz.sh -t 60 shm_fifo") echo "run: tools/fuzz.sh --no-build -t 2 shm_fifo >/dev/null" ;;
+    "tools/fuzz.sh --list") echo "run: same >/dev/null" ;;
+    "tools/fuzz.sh --seed") echo "skip: rewrites the committed seed corpora (tests/fuzz/corpus)" ;;
     "mpirun -np 16 -x LD_LIBRARY_PATH -x NCCL_NET_PLUGIN ./my_nccl_program")
       echo "skip: the user's own NCCL program on 16 ranks (tools/nccl-e2e.sh runs NCCL with the plugin where a GPU exists)" ;;
     "build/tools/sharc-topo" | "build/tools/sharc-topo --topo tests/data/topo/p4d-like.xml --local-ranks 8 --json")

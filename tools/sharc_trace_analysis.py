@@ -12,8 +12,10 @@ MAX_RANKS = 1 << 20  # a larger world.size is garbage, not a job
 SHOW_RANKS = 8  # ranks named with host and pid on one culprit line
 QUIET_REASONS = ("signal", "request", "live")  # dumps of a job that may be healthy
 # Culprit classes, most telling first: a wrong call beats a missing dump beats a lagging rank.
-PRIO = {"mismatch": 0, "no-dump": 1, "behind": 2, "skipped": 2, "absent": 2, "failed": 3,
-        "aborted": 3, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
+# A rank that failed by itself (an error of its own, not a timeout or a peer's notice) or
+# aborted explains the rest better than a rank one call behind when the notice came.
+PRIO = {"mismatch": 0, "no-dump": 1, "failed": 1.5, "aborted": 1.5, "behind": 2, "skipped": 2,
+        "absent": 2, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
         "none": 8}
 
 class BadDump(Exception):
@@ -349,7 +351,12 @@ class Analysis:
             groups = {}
             for r, e in have.items():
                 groups.setdefault(tuple(get(e) for _, get in diff), []).append(r)
-            ref = max(groups.values(), key=lambda rs: (len(rs), -rs[0]))  # the majority
+            # The majority; on a tie (ranks still behind have not made the call yet), the
+            # value the ranks used in their earlier calls (training loops repeat their calls).
+            def usual(value, s=s, diff=diff, key=key):
+                return sum(1 for c in self.comms[key].values() for q, e in c.by_seq.items()
+                           if q < s and tuple(get(e) for _, get in diff) == value)
+            ref = groups[max(groups, key=lambda v: (len(groups[v]), usual(v), -groups[v][0]))]
             re_, rc = have[ref[0]], self.comms[key][ref[0]]
             for rs in groups.values():
                 if rs is ref:

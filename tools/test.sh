@@ -29,6 +29,19 @@ step "test (ctest --preset default -j${jobs})"
 status=0
 ctest --preset default -j"${jobs}" "$@" || status=$?
 
+# The parsers of outside bytes under libFuzzer (clang, ASan+UBSan; 10 s per target here), and
+# the unit suite under ASan+UBSan (tools/sanitize.sh; TSan and the multirank suites are run
+# by hand: see README "Sanitizers"). SHARC_FUZZ_CI=0 / SHARC_SANITIZE_CI=0 skip them.
+hardening_status=0
+if [[ ${SHARC_FUZZ_CI:-1} != 0 ]]; then
+  step "fuzzers (tools/fuzz.sh -t 10)"
+  bash tools/fuzz.sh -t 10 || hardening_status=$?
+fi
+if [[ ${SHARC_SANITIZE_CI:-1} != 0 ]]; then
+  step "unit suite under ASan+UBSan (tools/sanitize.sh asan -L unit)"
+  bash tools/sanitize.sh asan -L unit || hardening_status=$?
+fi
+
 # The PyTorch backend is built and tested against both supported torch versions: torch 2.6 in
 # a Debian 13 root (tools/torch-env.sh; Debian 12 has no torch) and the newest torch from PyPI
 # in a venv (tools/torch-venv.sh); both are made once and cached. SHARC_TORCH_TESTS=0 skips
@@ -52,12 +65,14 @@ if [[ ${SHARC_README_CHECK:-1} != 0 ]]; then
 fi
 
 echo
-if [[ $status -eq 0 && $torch_status -eq 0 && $readme_status -eq 0 ]]; then
+if [[ $status -eq 0 && $torch_status -eq 0 && $readme_status -eq 0 && $hardening_status -eq 0 ]]; then
   echo "SUMMARY: sharc build and tests PASSED"
 else
-  echo "SUMMARY: sharc tests FAILED (ctest exit status ${status}, torch tests exit status" \
-    "${torch_status}, README check exit status ${readme_status}; see the output above)"
+  echo "SUMMARY: sharc tests FAILED (ctest exit status ${status}, fuzz/sanitizer exit status" \
+    "${hardening_status}, torch tests exit status ${torch_status}, README check exit status" \
+    "${readme_status}; see the output above)"
 fi
 [[ $status -eq 0 ]] || exit "$status"
+[[ $hardening_status -eq 0 ]] || exit "$hardening_status"
 [[ $torch_status -eq 0 ]] || exit "$torch_status"
 exit "$readme_status"

@@ -19,8 +19,18 @@ typedef struct {
 
 typedef struct sharcComm* sharcComm_t;
 
+/* In C++ the enums below get int as their fixed underlying type: a C caller may pass any int
+ * (sharc rejects the unknown ones with sharcInvalidArgument), and without a fixed type a C++
+ * enum whose value lies outside its enumerators' range is undefined behaviour (UBSan: "load
+ * of value 77, which is not a valid value for type 'sharcDataType_t'"). */
+#ifdef __cplusplus
+#define SHARC_ENUM_BASE : int
+#else
+#define SHARC_ENUM_BASE
+#endif
+
 /** Result codes (values equal sharc::Result). */
-typedef enum {
+typedef enum SHARC_ENUM_BASE {
   sharcSuccess = 0,
   sharcUnhandledSystemError = 1,
   sharcSystemError = 2,
@@ -34,7 +44,7 @@ typedef enum {
 } sharcResult_t;
 
 /** Element types (values equal NCCL's ncclDataType_t). */
-typedef enum {
+typedef enum SHARC_ENUM_BASE {
   sharcInt8 = 0,
   sharcChar = 0,
   sharcUint8 = 1,
@@ -54,7 +64,7 @@ typedef enum {
 } sharcDataType_t;
 
 /** Reduction operators (values equal NCCL's ncclRedOp_t). */
-typedef enum {
+typedef enum SHARC_ENUM_BASE {
   sharcSum = 0,
   sharcProd = 1,
   sharcMax = 2,
@@ -62,6 +72,7 @@ typedef enum {
   sharcAvg = 4,
   sharcNumOps = 5
 } sharcRedOp_t;
+#undef SHARC_ENUM_BASE
 
 /** Library version as MAJOR*10000 + MINOR*100 + PATCH. */
 sharcResult_t sharcGetVersion(int* version);
@@ -75,8 +86,23 @@ sharcResult_t sharcCommInitFromEnv(sharcComm_t* comm);
  *  of SHARC_SPLIT_NOCOLOR (any negative) gives *newcomm = NULL. */
 #define SHARC_SPLIT_NOCOLOR (-1)
 sharcResult_t sharcCommSplit(sharcComm_t comm, int color, int key, sharcComm_t* newcomm);
-/** Frees the communicator (after a best-effort closing barrier with the other ranks). */
+/** Frees the communicator (after a best-effort closing barrier with the other ranks; none
+ *  after sharcCommAbort). */
 sharcResult_t sharcCommDestroy(sharcComm_t comm);
+/** Aborts the communicator, like NCCL's ncclCommAbort but without freeing it: every pending
+ *  and later operation of comm (and of the communicators split from it) fails on this rank
+ *  within about 100 ms, and the other ranks are told, so that theirs fail too instead of
+ *  waiting for their timeout. Callable from any thread at any time, also while another thread
+ *  is blocked in a call on comm (that call then returns an error naming the abort). Returns
+ *  at once; aborting twice is harmless. sharcCommDestroy must still be called to free comm:
+ *  after an abort it does not wait for the other ranks. */
+sharcResult_t sharcCommAbort(sharcComm_t comm);
+/** Writes this process's flight record (the last SHARC_TRACE_ENTRIES calls of comm's world:
+ *  comm, the communicator it was split from and every split, with their state and, for calls
+ *  in progress, the peer each waits on) as JSON to dir (NULL or "": SHARC_TRACE_DIR), in
+ *  sharc-trace-<world key>-rank<world rank>.json; `sharc-trace DIR` analyses the records of
+ *  all ranks. sharcInvalidArgument when no directory is given or set. */
+sharcResult_t sharcCommDumpTrace(sharcComm_t comm, const char* dir);
 sharcResult_t sharcCommCount(const sharcComm_t comm, int* count);
 sharcResult_t sharcCommUserRank(const sharcComm_t comm, int* rank);
 

@@ -9,10 +9,13 @@
 //    itself when the communicator is up or SHARC_TIMEOUT_MS passes); every other rank stops
 //    its unused server there. closeListen frees what is left.
 //  * coll comm: the engine communicator plus the registrations made on it. closeColl
-//    destroys the communicator (collective: a closing barrier bounded by min(timeout, 10 s),
-//    so a dead peer delays it but cannot hang it).
+//    destroys the communicator: after a closing barrier bounded by min(timeout, 2 s) when
+//    the communicator is healthy and idle (a dead or stopped peer delays it, never hangs
+//    it); at once, without a barrier, when it has failed or NCCL closes it with requests in
+//    flight (only an abort does: the net API cannot tell an abort from a normal close).
 //  * request: freed by the test call that reports it done or failed.
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <sharc/error.hpp>
@@ -37,6 +40,9 @@ namespace {
 constexpr int kMaxComms = 256;
 // Largest single collective NCCL may hand over (NCCL splits larger ones).
 constexpr size_t kMaxCollBytes = size_t{1} << 30;
+// closeColl's closing barrier waits at most this long (NCCL may be tearing down a job whose
+// peer is stopped): long enough for the peers' last completions, short for an abort.
+constexpr std::chrono::milliseconds kClosingWait{2000};
 
 struct ListenComm {
   static constexpr uint64_t kMagic = 0x6c632d7368617263ull;  // "crahs-cl"
@@ -70,13 +76,16 @@ CollComm& commOf(void* collComm, const char* call) {
 }
 
 // Hands a request to NCCL (which frees it through test).
-ncclResult_t post(std::unique_ptr<CollRequest> req, void** request) {
+ncclResult_t post(CollComm& c, std::unique_ptr<CollRequest> req, void** request) {
+  req->inFlight = c.inFlight;
+  ++*req->inFlight;
   *request = req.release();
   return ncclSuccess;
 }
 
 void freeRequest(CollRequest* req) {
   req->magic = 0;
+  if (req->inFlight) --*req->inFlight;
   delete req;
 }
 
@@ -253,7 +262,11 @@ ncclResult_t collCloseColl(void* collComm) {
       }
       c.regions.clear();
     }
-    c.comm->destroy();  // collective; its closing barrier is bounded, never hangs
+    const int pending = c.inFlight->load();
+    if (pending > 0)  // NCCL is aborting: no closing barrier, the peers learn it now
+      c.comm->abort(c.where("closeColl") + std::to_string(pending) +
+                    " operation(s) still in flight (NCCL is aborting)");
+    c.comm->destroy(kClosingWait);  // no barrier after an abort or a failure
     return ncclSuccess;
   });
 }
@@ -353,7 +366,7 @@ ncclResult_t collIallreduce(void* collComm, void* sendData, void* recvData, size
     req->bytes = bytes;
     req->engine = c.comm->iallReduce(sendData, recvData, count, static_cast<DataType>(dataType),
                                      static_cast<RedOp>(redOp));
-    return post(std::move(req), request);
+    return post(c, std::move(req), request);
   });
 }
 
@@ -364,7 +377,8 @@ ncclResult_t collIallgather(void* collComm, void* sendData, int nRecvParts, cons
     if (request == nullptr) invalid("collnet iallgather: request is null");
     *request = nullptr;
     CollComm& c = commOf(collComm, "collnet iallgather");
-    return post(collnet::postAllGather(c, sendData, nRecvParts, recvParts, bytesPerRank,
+    return post(c,
+                collnet::postAllGather(c, sendData, nRecvParts, recvParts, bytesPerRank,
                                        windowOffset, windowBytes, sendMhandle),
                 request);
   });
@@ -378,7 +392,8 @@ ncclResult_t collIreducescatter(void* collComm, int nSendParts, const Sge* sendP
     if (request == nullptr) invalid("collnet ireducescatter: request is null");
     *request = nullptr;
     CollComm& c = commOf(collComm, "collnet ireducescatter");
-    return post(collnet::postReduceScatter(c, nSendParts, sendParts, recvData, bytesPerRank,
+    return post(c,
+                collnet::postReduceScatter(c, nSendParts, sendParts, recvData, bytesPerRank,
                                            windowOffset, windowBytes, dataType, redOp, recvMhandle),
                 request);
   });

@@ -2,6 +2,7 @@
 // ReduceScatter) share: the communicator, registration and request records.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -38,6 +39,9 @@ struct CollComm {
   int nranks = 0;
   std::mutex mu;                           ///< guards regions
   std::unordered_set<MemRegion*> regions;  ///< live registrations of this communicator
+  /// Requests handed to NCCL and not yet reported by test: NCCL closes a communicator with
+  /// some in flight only when it aborts (shared: a request may outlive its communicator).
+  std::shared_ptr<std::atomic<int>> inFlight = std::make_shared<std::atomic<int>>(0);
 
   /// "rank R of N: <call>: " for error messages.
   std::string where(const char* call) const;
@@ -57,6 +61,8 @@ struct CollRequest {
   size_t bytes = 0;                ///< what test reports in *size
   std::vector<std::byte> scratch;  ///< staging space; lives until the request is freed
   std::function<void()> finish;    ///< runs once, after the engine request completed
+  /// Its communicator's count of requests in flight (CollComm::inFlight).
+  std::shared_ptr<std::atomic<int>> inFlight;
 };
 
 /// The element size of a CollNet data type, or 0 when sharc has no such type.

@@ -11,6 +11,7 @@ namespace {
 
 // Closing a comm waits this long for canceled transfers before leaving them to the device.
 constexpr auto kCloseDrain = std::chrono::milliseconds(1000);
+constexpr auto kNoWait = std::chrono::milliseconds(0);
 
 void checkTag(int tag, const char* call) {
   if (tag < 0 || static_cast<uint64_t>(tag) > wire::kMaxUserTag)
@@ -21,19 +22,26 @@ void checkTag(int tag, const char* call) {
 
 // Cancels the comm's in-flight requests and waits a moment for their completions; what is
 // still posted after that is left to the device (the buffers stay NCCL's problem no longer).
-void retire(NetDevice& device, RequestPool& pool) {
+// No close ever waits for a message from the peer: only for the local provider to finish
+// with the comm's buffers, at most kCloseDrain. A send to a dead or stopped peer cannot be
+// canceled: once a send comm's close waited in vain, later send comms towards that peer
+// (NCCL's abort closes them all in turn) do not wait again. Receives always get the wait
+// (their cancellation is prompt, and a late one would write into freed memory).
+void retire(NetDevice& device, RequestPool& pool, uint32_t peer, bool sendComm) {
   std::vector<std::unique_ptr<NetRequest>> inFlight = pool.takeInFlight(device.endpoint());
-  const auto deadline = std::chrono::steady_clock::now() + kCloseDrain;
+  const bool skip = sendComm && device.unresponsive(peer);
+  const auto deadline = std::chrono::steady_clock::now() + (skip ? kNoWait : kCloseDrain);
   auto drained = [&] {
     return std::all_of(inFlight.begin(), inFlight.end(),
                        [](const std::unique_ptr<NetRequest>& r) { return r->pending == 0; });
   };
-  while (!drained() && std::chrono::steady_clock::now() < deadline) {
+  do {
     device.progress();
     std::this_thread::yield();
-  }
+  } while (!drained() && std::chrono::steady_clock::now() < deadline);
   std::erase_if(inFlight, [](const std::unique_ptr<NetRequest>& r) { return r->pending == 0; });
   if (!inFlight.empty()) {
+    if (sendComm) device.markUnresponsive(peer);
     SHARC_INFO("NCCL plugin: " << inFlight.size()
                                << " transfer(s) of a closed comm still in flight; kept until done");
     device.adopt(std::move(inFlight));
@@ -118,7 +126,7 @@ SendComm::SendComm(NetDevice& d, const ListenHandle& handle)
 
 SendComm::~SendComm() {
   kind = CommKind{};
-  retire(*device, pool);
+  retire(*device, pool, peer, true);
 }
 
 bool SendComm::connected() {
@@ -193,7 +201,7 @@ RecvComm::RecvComm(NetDevice& d, uint32_t p)
 
 RecvComm::~RecvComm() {
   kind = CommKind{};
-  retire(*device, pool);
+  retire(*device, pool, peer, false);
 }
 
 NetRequest* RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags,

@@ -360,6 +360,14 @@ void NetDevice::adopt(std::vector<std::unique_ptr<NetRequest>> requests) {
   for (auto& r : requests) adopted_.push_back(std::move(r));
 }
 
+bool NetDevice::unresponsive(uint32_t peer) const {
+  return peer < peers_.size() && peers_[peer].unresponsive;
+}
+
+void NetDevice::markUnresponsive(uint32_t peer) {
+  if (peer < peers_.size()) peers_[peer].unresponsive = true;
+}
+
 namespace {
 std::mutex gDevicesMutex;
 std::vector<std::unique_ptr<NetDevice>>* gDevices = nullptr;  // never freed: see openDevices

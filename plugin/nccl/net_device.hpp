@@ -95,6 +95,11 @@ class NetDevice {
 
   /// Keeps requests whose comm closed until their completions arrive.
   void adopt(std::vector<std::unique_ptr<NetRequest>> requests);
+  /// Whether a send comm's close already waited its full drain time for sends to `peer` (a
+  /// dead or stopped peer): later send comms' closes towards it do not wait again (NCCL's
+  /// abort closes every comm in turn). A new process at the address clears it.
+  bool unresponsive(uint32_t peer) const;
+  void markUnresponsive(uint32_t peer);
 
   /// The registration of [data, data+size) of NCCL memory `type` (a reference more when it
   /// exists); with `dmabufFd` >= 0 CUDA memory is registered as that DMA-BUF. Throws naming
@@ -128,6 +133,7 @@ class NetDevice {
     std::string why;
     std::chrono::steady_clock::time_point lastPing{};
     std::chrono::steady_clock::time_point unansweredSince{};  // zero: no ping outstanding
+    bool unresponsive = false;  // a close timed out draining transfers with it
   };
   struct QueuedControl {
     uint32_t peer;

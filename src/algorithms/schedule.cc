@@ -391,7 +391,8 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
     if (sig != expected) {
       std::ostringstream os;
       os << describe() << ": mismatched call: peer " << op.peer << " called "
-         << collKindName(tag::sigKind(sig)) << "(" << dataTypeName(tag::sigType(sig));
+         << collKindName(tag::sigKind(sig)) << " #" << ctx_.seq << " ("
+         << dataTypeName(tag::sigType(sig));
       if (tag::sigKind(sig) == CollKind::ReduceScatter || tag::sigKind(sig) == CollKind::AllReduce)
         os << ", " << redOpName(tag::sigOp(sig));
       os << ") while this rank expected the call above";

@@ -48,12 +48,14 @@ sharcResult_t guarded(F&& body) {
   }
 }
 
-sharc::Communicator& get(const sharcComm* comm, const char* call) {
+// A reference of its own for the call: sharcCommDestroy on another thread (after
+// sharcCommAbort, say) frees the handle but not the communicator a call is still inside.
+std::shared_ptr<sharc::Communicator> get(const sharcComm* comm, const char* call) {
   std::lock_guard<std::mutex> lock(liveMutex);
   if (comm == nullptr || live.count(comm) == 0)
     throw sharc::Error(sharc::Result::InvalidUsage,
                        std::string(call) + ": communicator is null or was destroyed");
-  return *comm->comm;
+  return comm->comm;
 }
 
 sharcComm_t adopt(std::shared_ptr<sharc::Communicator> c) {
@@ -110,7 +112,7 @@ sharcResult_t sharcCommSplit(sharcComm_t comm, int color, int key, sharcComm_t* 
   return guarded([&] {
     requireOut(newcomm, "sharcCommSplit");
     *newcomm = nullptr;
-    auto child = get(comm, "sharcCommSplit").split(color, key);
+    auto child = get(comm, "sharcCommSplit")->split(color, key);
     if (child) *newcomm = adopt(std::move(child));
   });
 }
@@ -128,17 +130,26 @@ sharcResult_t sharcCommDestroy(sharcComm_t comm) {
   });
 }
 
+sharcResult_t sharcCommAbort(sharcComm_t comm) {
+  return guarded([&] { get(comm, "sharcCommAbort")->abort("aborted by sharcCommAbort"); });
+}
+
+sharcResult_t sharcCommDumpTrace(sharcComm_t comm, const char* dir) {
+  return guarded(
+      [&] { get(comm, "sharcCommDumpTrace")->dumpTrace(dir == nullptr ? "" : dir); });
+}
+
 sharcResult_t sharcCommCount(const sharcComm_t comm, int* count) {
   return guarded([&] {
     requireOut(count, "sharcCommCount");
-    *count = get(comm, "sharcCommCount").size();
+    *count = get(comm, "sharcCommCount")->size();
   });
 }
 
 sharcResult_t sharcCommUserRank(const sharcComm_t comm, int* rank) {
   return guarded([&] {
     requireOut(rank, "sharcCommUserRank");
-    *rank = get(comm, "sharcCommUserRank").rank();
+    *rank = get(comm, "sharcCommUserRank")->rank();
   });
 }
 
@@ -146,7 +157,7 @@ sharcResult_t sharcAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                              sharcDataType_t datatype, sharcComm_t comm) {
   return guarded([&] {
     get(comm, "sharcAllGather")
-        .allGather(sendbuff, recvbuff, sendcount, static_cast<sharc::DataType>(datatype));
+        ->allGather(sendbuff, recvbuff, sendcount, static_cast<sharc::DataType>(datatype));
   });
 }
 
@@ -154,8 +165,8 @@ sharcResult_t sharcReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  sharcDataType_t datatype, sharcRedOp_t op, sharcComm_t comm) {
   return guarded([&] {
     get(comm, "sharcReduceScatter")
-        .reduceScatter(sendbuff, recvbuff, recvcount, static_cast<sharc::DataType>(datatype),
-                       static_cast<sharc::RedOp>(op));
+        ->reduceScatter(sendbuff, recvbuff, recvcount, static_cast<sharc::DataType>(datatype),
+                        static_cast<sharc::RedOp>(op));
   });
 }
 
@@ -163,8 +174,8 @@ sharcResult_t sharcAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              sharcDataType_t datatype, sharcRedOp_t op, sharcComm_t comm) {
   return guarded([&] {
     get(comm, "sharcAllReduce")
-        .allReduce(sendbuff, recvbuff, count, static_cast<sharc::DataType>(datatype),
-                   static_cast<sharc::RedOp>(op));
+        ->allReduce(sendbuff, recvbuff, count, static_cast<sharc::DataType>(datatype),
+                    static_cast<sharc::RedOp>(op));
   });
 }
 
@@ -172,12 +183,12 @@ sharcResult_t sharcBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              sharcDataType_t datatype, int root, sharcComm_t comm) {
   return guarded([&] {
     get(comm, "sharcBroadcast")
-        .broadcast(sendbuff, recvbuff, count, static_cast<sharc::DataType>(datatype), root);
+        ->broadcast(sendbuff, recvbuff, count, static_cast<sharc::DataType>(datatype), root);
   });
 }
 
 sharcResult_t sharcBarrier(sharcComm_t comm) {
-  return guarded([&] { get(comm, "sharcBarrier").barrier(); });
+  return guarded([&] { get(comm, "sharcBarrier")->barrier(); });
 }
 
 sharcResult_t sharcMemAlloc(void** ptr, size_t size) {

@@ -9,11 +9,13 @@
 
 #include "communicator_impl.hpp"
 #include "core/config.hpp"
+#include "core/fault_plan.hpp"
 #include "core/log.hpp"
 #include "factory.hpp"
 #include "topology/nic_mapping.hpp"
 #include "topology/topology.hpp"
 #include "transport/cma.hpp"
+#include "transport/faulty_endpoint.hpp"
 #include "transport/routed_endpoint.hpp"
 #include "transport/striped_endpoint.hpp"
 
@@ -75,6 +77,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                     " ranks exceed the limit of " + std::to_string(algo::tag::kMaxRanks));
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
   const auto algos = algo::AlgorithmOverride::parse(config.algorithm);
+  // SHARC_FAULT (fault injection, off by default): parsed before any traffic, so that a
+  // malformed plan fails every rank at once.
+  core::FaultPlan* const faults = config.fault.empty() ? nullptr : core::FaultPlan::active();
 
   // Round 1: which ranks share this host decides whether shm, loopback and single-copy reads
   // are candidates. Each rank also says its pid and where its CMA probe word is.
@@ -201,6 +206,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                                                  std::move(peerOfLocal), std::move(pidOfLocal)),
         static_cast<size_t>(size));
   }
+  if (faults && faults->concerns(rank))  // only a rank that injects pays for the decorator
+    endpoint = std::make_unique<transport::FaultyEndpoint>(std::move(endpoint), *faults, rank);
   auto engine = std::make_shared<Engine>(std::move(endpoint));
   engine->oversubscribed = static_cast<long>(local.size()) > usableCpus;
   engine->sharedMemory = shm;

@@ -9,6 +9,7 @@
 
 #include "algorithms/algorithms.hpp"
 #include "core/config.hpp"
+#include "core/fault_plan.hpp"
 #include "core/log.hpp"
 
 namespace sharc::detail {
@@ -131,6 +132,8 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
       kind, type,
       (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum, count);
   ctx.seq = ++c.calls;
+  if (core::FaultPlan* faults = core::FaultPlan::active())  // SHARC_FAULT: faults to inject
+    faults->atCall(c.id, static_cast<int>(c.peers[static_cast<size_t>(c.rank)]), ctx.seq);
   // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
   // the chunked ring where a message could exceed the provider's largest.
   // Training loops repeat the same few shapes: the last plans are kept per communicator.
@@ -278,6 +281,9 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
+    // Forget destroyed children first: an expired weak_ptr pins its CommState's storage
+    // (make_shared), about 1 KiB per split, for as long as this communicator lives.
+    std::erase_if(c.children, [](const std::weak_ptr<CommState>& w) { return w.expired(); });
     c.children.push_back(child);
   }
   SHARC_INFO("rank " << c.rank << ": split color " << color << " -> rank " << newRank << " of "
@@ -289,11 +295,17 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   if (destroyed_) return;
   stopStreamCalls();
   CommState& c = *state_;
+  bool aborted;
+  {
+    // The watch thread sets it (a peer's abort notice) under the engine's lock.
+    std::lock_guard<std::mutex> lock(c.engine->mu);
+    aborted = c.aborted;
+  }
   // Best-effort barrier so that no peer still needs this endpoint to finish its last
   // operation (providers may complete a sender only after the receiver acknowledges). Only
   // the last communicator on an endpoint needs it: while others live, the endpoint stays
   // open, and ranks may destroy sub-communicators in any order without waiting on each other.
-  if (!c.aborted && c.size > 1) {
+  if (!aborted && c.size > 1) {
     try {
       c.internalCall = "destroy";
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
@@ -310,10 +322,21 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   c.engine->failActive(&c, Result::InvalidUsage, "communicator destroyed");
   c.engine->progressLocked();
   c.close();
-  // Let the cancellation complete; the state must not outlive this call inside the engine
-  // (it owns a reference to the engine, so keeping it there would never free either).
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-  while (!c.quiescent() && std::chrono::steady_clock::now() < until) c.engine->progressLocked();
+  // Let the cancellation complete, and the abort notices reach the peers (a notice to a peer
+  // this rank never talked to waits for its connection; a process that exits first loses
+  // it): at most 2 s. The state must not outlive this call inside the engine (it owns a
+  // reference to the engine, so keeping it there would never free either).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2000);
+  while (!c.quiescent() && std::chrono::steady_clock::now() < until) {
+    c.retryControlSends();  // closed: the engine no longer does it for this communicator
+    c.engine->progressLocked();
+  }
+  if (std::chrono::steady_clock::now() > until - std::chrono::milliseconds(1900))
+    SHARC_INFO("rank " << c.rank << ": destroy: waited "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - (until - std::chrono::milliseconds(2000)))
+                              .count()
+                       << " ms for control messages to go out (" << c.controlState() << ")");
   if (!c.quiescent()) {
     SHARC_WARN("rank " << c.rank << ": destroy: transfers still pending; leaking their state");
     new std::shared_ptr<CommState>(state_);  // deliberately leaked: the provider may write to it

@@ -82,6 +82,8 @@ class Engine {
   void controlPending(CommState* c) { controlPending_.push_back(c); }
   /// Sends stall probes for operations that waited longer than SHARC_STALL_PROBE_MS.
   void probeStalls();
+  /// probeStalls() unless it ran less than 100 ms ago.
+  void probeStallsIfDue();
   /// The active request of `comm` with flight-record id `traceId`, null if none.
   RequestState* activeRequest(const CommState* comm, uint64_t traceId) const;
   /// The active collective of `comm` with sequence `seq`, null if none.
@@ -98,6 +100,7 @@ class Engine {
   std::string dumpReason_, dumpMessage_;
   bool dumpPending_ = false;
   std::unique_ptr<EngineWatch> watch_;
+  std::chrono::steady_clock::time_point lastProbeCheck_{};
 };
 
 /// A call as the stall probe describes it on the control channel (plain bytes: every rank
@@ -161,7 +164,11 @@ class CommState final : public transport::TransferOwner {
   void abort(const std::string& reason, Result code);
   /// Cancels the abort-notice receive before the communicator goes away (engine lock held).
   void close();
-  bool quiescent() const { return posted_ == 0; }
+  bool quiescent() const { return posted_ == 0 && unposted_ == 0; }
+  /// What is still outstanding on the control channel, for messages.
+  std::string controlState() const;
+  /// Posts the control messages the provider could not take yet (engine lock held).
+  void retryControlSends();
 
   void onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) override;
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
@@ -176,7 +183,14 @@ class CommState final : public transport::TransferOwner {
   struct ControlSend {
     transport::Transfer transfer;
     std::string bytes;
+    int peer = -1;
+    bool posted = false;
+    bool done = false;  // completed, failed or dropped: freed by reapControlSends()
   };
+  // Frees the finished control sends. Never while the list is walked: a post may progress
+  // the provider, whose completions mark other sends done.
+  void reapControlSends();
+  void postControlSend(std::list<ControlSend>::iterator s);
   void postControlRecv();
   void sendControl(int peer, std::string bytes);
   void answerProbe(int asker, const std::string& body);
@@ -187,6 +201,7 @@ class CommState final : public transport::TransferOwner {
   std::list<ControlSend> controlSends_;
   std::vector<std::pair<int, std::string>> inbox_;  // (sender, message) to service
   int posted_ = 0;
+  int unposted_ = 0;  // control sends waiting for the provider (a connection being made)
   bool controlPosted_ = false;
 };
 
@@ -262,7 +277,7 @@ class CommunicatorImpl {
   std::shared_ptr<CommState> state_;
   mutable std::mutex streamMu_;
   std::unique_ptr<gpu::StreamExecutor> streamExecutor_;  // made by the first stream call
-  bool destroyed_ = false;
+  std::atomic<bool> destroyed_{false};  // read by abort() and calls on other threads
 };
 
 /// Where a request's schedule stands, for the flight record.

@@ -13,7 +13,14 @@ namespace sharc::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
 // How long a failed operation waits for its canceled transfers before reporting the error.
-constexpr std::chrono::milliseconds kCancelDrain{5000};
+// Over tcp a send to a dead or stopped peer cannot be canceled; a second bounds the delay so
+// that every survivor reports within its timeout plus that second.
+constexpr std::chrono::milliseconds kCancelDrain{1000};
+// Control messages carry their sender's rank in their first kRankBytes bytes and kControlRank
+// in the tag's rank field, so that the control receive need not ignore the rank bits (see
+// postControlRecv).
+constexpr size_t kRankBytes = sizeof(uint32_t);
+constexpr uint32_t kControlRank = 0;
 }  // namespace
 
 Engine::Engine(std::unique_ptr<transport::Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
@@ -37,6 +44,8 @@ bool Engine::progressLocked() {
   if (!controlPending_.empty()) {
     std::vector<CommState*> pending;
     pending.swap(controlPending_);
+    std::sort(pending.begin(), pending.end());
+    pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
     for (CommState* c : pending)
       if (std::find(comms.begin(), comms.end(), c) != comms.end()) c->serviceControl();
   }
@@ -163,9 +172,14 @@ void CommState::start() {
 }
 
 void CommState::postControlRecv() {
-  const uint64_t tag = algo::tag::base(id, 0, 0) | algo::tag::kControlSlot;
-  const uint64_t ignore = algo::tag::kRankMask | algo::tag::kSeqMask | algo::tag::kSigMask;
-  if (engine->endpoint().postRecv(transport::kAnyPeer, tag, ignore, controlBuf_,
+  // Every sender's control message matches with the signature ignored alone, as in every
+  // other receive: libfabric's shm provider before 1.19 matches a receive against messages
+  // that came before it with the ignore mask of whichever receive last used the queue entry,
+  // so a wider mask here (any rank, any sequence) let later receives take another rank's
+  // message, and the receive meant for it never completed.
+  const uint64_t tag =
+      algo::tag::make(algo::tag::base(id, 0, 0), kControlRank, algo::tag::kControlSlot);
+  if (engine->endpoint().postRecv(transport::kAnyPeer, tag, algo::tag::kSigMask, controlBuf_,
                                   sizeof(controlBuf_) - 1,
                                   controlRecv_) == transport::PostStatus::Posted) {
     ++posted_;
@@ -174,18 +188,55 @@ void CommState::postControlRecv() {
 }
 
 void CommState::sendControl(int peer, std::string bytes) {
+  reapControlSends();
   controlSends_.emplace_back();
   ControlSend& s = controlSends_.back();
   s.transfer.owner = this;
-  s.bytes = std::move(bytes);
-  const uint64_t tag = algo::tag::make(algo::tag::base(id, 0, 0), static_cast<uint32_t>(rank),
-                                       algo::tag::kControlSlot);
-  const auto st =
-      engine->endpoint().postSend(peers[peer], tag, s.bytes.data(), s.bytes.size(), s.transfer);
-  if (st == transport::PostStatus::Posted)
+  const auto from = static_cast<uint32_t>(rank);
+  s.bytes.assign(reinterpret_cast<const char*>(&from), kRankBytes);
+  s.bytes += bytes;
+  s.peer = peer;
+  ++unposted_;
+  postControlSend(std::prev(controlSends_.end()));
+}
+
+void CommState::postControlSend(std::list<ControlSend>::iterator s) {
+  const uint64_t tag =
+      algo::tag::make(algo::tag::base(id, 0, 0), kControlRank, algo::tag::kControlSlot);
+  const auto st = engine->endpoint().postSend(peers[s->peer], tag, s->bytes.data(),
+                                              s->bytes.size(), s->transfer);
+  if (st == transport::PostStatus::Retry) {
+    // The provider cannot take it yet (over tcp: the connection to a peer this rank has not
+    // talked to is being made). A lost abort notice would leave that peer to its timeout.
+    engine->controlPending(this);
+    return;
+  }
+  --unposted_;
+  if (st == transport::PostStatus::Posted) {
+    s->posted = true;
     ++posted_;
-  else
-    controlSends_.pop_back();  // completed at once (injected), or could not be sent
+    return;
+  }
+  if (st == transport::PostStatus::Failed)
+    SHARC_INFO("rank " << rank << ": control message to rank " << s->peer
+                       << " not sent: " << engine->endpoint().lastError());
+  s->done = true;  // completed at once (injected), or could not be sent
+}
+
+std::string CommState::controlState() const {
+  return std::to_string(posted_ - (controlPosted_ ? 1 : 0)) + " control sends in flight, " +
+         std::to_string(unposted_) + " not yet posted, control receive " +
+         (controlPosted_ ? "still posted" : "closed");
+}
+
+void CommState::reapControlSends() {
+  std::erase_if(controlSends_, [](const ControlSend& s) { return s.done; });
+}
+
+void CommState::retryControlSends() {
+  if (unposted_ == 0) return;
+  for (auto it = controlSends_.begin(); it != controlSends_.end(); ++it)
+    if (!it->posted && !it->done) postControlSend(it);
 }
 
 void CommState::abort(const std::string& reason, Result code) {
@@ -193,7 +244,7 @@ void CommState::abort(const std::string& reason, Result code) {
   aborted = true;
   abortCode = code;
   abortMessage = "communicator aborted by this rank: " + reason;
-  const std::string notice = "A" + reason.substr(0, sizeof(controlBuf_) - 3);
+  const std::string notice = "A" + reason.substr(0, sizeof(controlBuf_) - 3 - kRankBytes);
   for (int peer = 0; peer < size; ++peer)
     if (peer != rank) sendControl(peer, notice);
   engine->failActive(this, Result::RemoteError, abortMessage);
@@ -205,16 +256,24 @@ void CommState::close() {
   std::erase(engine->comms, this);
 }
 
-void CommState::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
+void CommState::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t) {
   --posted_;
   if (&t != &controlRecv_) {  // a control message we sent
-    std::erase_if(controlSends_, [&](const ControlSend& s) { return &s.transfer == &t; });
+    for (ControlSend& s : controlSends_)
+      if (&s.transfer == &t) s.done = true;
     return;
   }
   controlPosted_ = false;
   // Handled after polling (a completion callback must not post or write files).
-  inbox_.emplace_back(static_cast<int>(algo::tag::rankOf(tag)),
-                      std::string(controlBuf_, std::min(bytes, sizeof(controlBuf_) - 1)));
+  // A message too short to name its sender is dropped (serviceControl posts the receive
+  // again).
+  bytes = std::min(bytes, sizeof(controlBuf_) - 1);
+  if (bytes >= kRankBytes) {
+    uint32_t from = 0;
+    std::memcpy(&from, controlBuf_, kRankBytes);
+    inbox_.emplace_back(static_cast<int>(from),
+                        std::string(controlBuf_ + kRankBytes, bytes - kRankBytes));
+  }
   engine->controlPending(this);
 }
 
@@ -241,6 +300,7 @@ void CommState::serviceControl() {
     }
   }
   if (!aborted && !controlPosted_) postControlRecv();
+  retryControlSends();
 }
 
 void CommState::onTransferError(transport::Transfer& t, Result, const std::string& message) {
@@ -251,7 +311,8 @@ void CommState::onTransferError(transport::Transfer& t, Result, const std::strin
       SHARC_WARN("rank " << rank << ": control receive failed: " << message);
     return;
   }
-  std::erase_if(controlSends_, [&](const ControlSend& s) { return &s.transfer == &t; });
+  for (ControlSend& s : controlSends_)
+    if (&s.transfer == &t) s.done = true;
 }
 
 }  // namespace sharc::detail

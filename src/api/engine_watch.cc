@@ -132,14 +132,14 @@ void EngineWatch::tick() {
       clients.push_back(fd);
   const uint64_t signals = g_traceSignals.load(std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(engine_.mu, std::try_to_lock);
-  // A call is making progress itself: leave it alone, unless it has held the lock for a second
-  // (the probes and the socket must still be served then).
-  if (!lock.owns_lock() && clients.empty() && signals == signalsSeen_ && ++busyTicks_ < 10)
+  // A call is making progress itself (and sends the stall probes): leave it alone, unless
+  // the lock has been busy for half a second.
+  if (!lock.owns_lock() && clients.empty() && signals == signalsSeen_ && ++busyTicks_ < 5)
     return;
   if (!lock.owns_lock()) lock.lock();
   busyTicks_ = 0;
   engine_.progressLocked();
-  engine_.probeStalls();
+  engine_.probeStallsIfDue();
   if (signals != signalsSeen_) {
     signalsSeen_ = signals;
     const std::string& dir = core::Config::get().traceDir;

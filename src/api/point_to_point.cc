@@ -160,6 +160,9 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
+    // Forget destroyed children first: an expired weak_ptr pins its CommState's storage
+    // (make_shared), about 1 KiB per split, for as long as this communicator lives.
+    std::erase_if(c.children, [](const std::weak_ptr<CommState>& w) { return w.expired(); });
     c.children.push_back(child);
   }
   SHARC_INFO("rank " << c.rank << ": subgroup of " << members.size() << " -> rank " << newRank

@@ -30,6 +30,9 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
       std::lock_guard<std::mutex> lock(engine.mu);
       moved = engine.progressLocked();
       if (finished(r)) break;
+      // The stall probe, from the waiting thread too: the watch thread may not get the lock
+      // soon while this loop spins (at most every 100 ms; a clock read per 256 idle turns).
+      if (!moved && (idle & 255) == 255) engine.probeStallsIfDue();
     }
     // Spin briefly, then yield: ranks often outnumber cores, and the peer we wait for needs
     // the CPU to make progress. Long waits sleep a little to stop burning a core; with more
@@ -60,10 +63,10 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
 bool Request::test() {
   if (!state_) throw Error(Result::InvalidUsage, "test() on an empty sharc::Request");
   detail::RequestState& r = *state_;
-  {
-    std::lock_guard<std::mutex> lock(r.comm->engine->mu);
-    if (!detail::finished(r)) r.comm->engine->progressLocked();
-  }
+  // The engine's watch thread may finish r at any time: status, code and message are read
+  // under the engine's lock, as it writes them.
+  std::lock_guard<std::mutex> lock(r.comm->engine->mu);
+  if (!detail::finished(r)) r.comm->engine->progressLocked();
   detail::throwIfFailed(r);
   return r.status == detail::RequestState::Status::Done;
 }

@@ -3,7 +3,11 @@
 // peer in another call at the same sequence number fails the call on every rank at once,
 // naming both calls; a peer that has not reached the call yet, or does not answer, is
 // reported (and remembered for the timeout's message) while the wait goes on.
+#include <signal.h>
+
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "communicator_impl.hpp"
@@ -43,6 +47,22 @@ bool unpack(const std::string& bytes, T& body) {
   return true;
 }
 
+// What the process of a silent peer on this host is doing: "exited", "stopped" or "".
+std::string localProcessState(int32_t pid) {
+  if (pid <= 0) return {};
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return "exited";
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  if (paren != std::string::npos && paren + 2 < line.size()) {
+    const char state = line[paren + 2];
+    if (state == 'T' || state == 't') return "stopped";
+    if (state == 'Z') return "exited";
+  }
+  return {};
+}
+
 uint8_t internalCode(const char* internal) {
   return std::strcmp(internal, "split") == 0 ? 1 : std::strcmp(internal, "destroy") == 0 ? 2 : 0;
 }
@@ -80,10 +100,15 @@ bool ProbeCall::sameCall(const ProbeCall& o) const {
          hasOp == o.hasOp && (!hasOp || op == o.op);
 }
 
+void Engine::probeStallsIfDue() {
+  if (Clock::now() - lastProbeCheck_ >= std::chrono::milliseconds(100)) probeStalls();
+}
+
 void Engine::probeStalls() {
   const auto threshold = core::Config::get().stallProbe;
   if (threshold.count() <= 0) return;
   const auto now = Clock::now();
+  lastProbeCheck_ = now;
   for (const auto& rp : active_) {
     RequestState& r = *rp;
     CommState& c = *r.comm;
@@ -91,19 +116,38 @@ void Engine::probeStalls() {
     if (c.aborted || c.size < 2 || ctx.kind == algo::CollKind::PointToPoint ||
         r.schedule->state() != algo::Schedule::State::Running || now - r.startedAt < threshold)
       continue;
-    if (r.probedPeer >= 0 && now - r.probedAt >= threshold && !r.reportedSilence) {
+    if (r.probedPeer >= 0 && now - r.probedAt >= threshold) {
       // Asked a whole threshold ago and no answer: stopped, dead, or not making progress.
+      // Looked at again every threshold (a peer on this host may exit meanwhile).
+      const bool first = !r.reportedSilence;
       r.reportedSilence = true;
+      r.probedAt = now;
       const int w = static_cast<int>(c.peers[r.probedPeer]);
-      r.probeNote = "rank " + std::to_string(r.probedPeer) + " (world rank " + std::to_string(w) +
-                    ", pid " + (w < static_cast<int>(world.pids.size())
-                                    ? std::to_string(world.pids[w])
-                                    : std::string("?")) +
-                    ") did not answer the stall probe: stopped, dead, or not progressing";
-      SHARC_WARN(r.schedule->describe() << ": " << r.probeNote);
+      const bool known = w < static_cast<int>(world.pids.size()) &&
+                         w < static_cast<int>(world.hosts.size()) &&
+                         world.rank < static_cast<int>(world.hosts.size());
+      const int32_t pid = known ? world.pids[w] : -1;
+      const std::string who = "rank " + std::to_string(r.probedPeer) + " (world rank " +
+                              std::to_string(w) + ", pid " +
+                              (known ? std::to_string(pid) : std::string("?")) + ")";
+      // A peer on this host can be looked at directly: a dead one fails the call now.
+      const std::string state =
+          known && world.hosts[w] == world.hosts[world.rank] ? localProcessState(pid) : "";
+      if (state == "exited") {
+        r.probeNote = who + " has exited";
+        r.schedule->fail(Result::SystemError, r.schedule->describe() + ": " + r.probeNote +
+                                                  " (found by the stall probe)");
+        continue;
+      }
+      const std::string note =
+          who + (state == "stopped" ? " did not answer the stall probe: its process is stopped"
+                                    : " did not answer the stall probe: stopped, dead, or not "
+                                      "progressing");
+      if (first || note != r.probeNote) SHARC_WARN(r.schedule->describe() << ": " << note);
+      r.probeNote = note;
     }
-    if (r.probedPeer >= 0 && now - r.probedAt < threshold) continue;  // answer awaited
-    if (r.probedPeer >= 0 && r.reportedSilence) continue;             // one silence is enough
+    if (r.probedPeer >= 0) continue;  // an answer is awaited, or the peer is silent
+    if (r.probedAt != Clock::time_point{} && now - r.probedAt < threshold) continue;
     const algo::Schedule::Progress p = r.schedule->progress();
     if (p.peer < 0) continue;
     const TraceEntry* mine = c.recorder.find(r.traceId);

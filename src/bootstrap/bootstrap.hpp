@@ -41,6 +41,13 @@ RootAddress decodeUniqueId(const UniqueId& id);
 /// sharc::Error(Timeout or SystemError) with a message naming the root address.
 std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int nranks,
                                          std::chrono::milliseconds timeout);
+/// connectToRoot's handshake over an already connected stream socket (taken over: closed on
+/// failure, owned by the result on success): sends the hello and reads the root's reply
+/// before `deadline`. Separate so that what a root sends can be fed through a socket pair
+/// (tests/fuzz/fuzz_bootstrap_client.cc); connectToRoot is connect + joinRoot.
+std::unique_ptr<Bootstrap> joinRoot(int socket, const RootAddress& root, int rank, int nranks,
+                                    std::chrono::milliseconds timeout,
+                                    std::chrono::steady_clock::time_point deadline);
 
 /// The rendezvous server. It accepts connections until `nranks` distinct ranks have presented
 /// the job token (connections with a wrong magic/token/rank/size or garbage are closed and

@@ -165,11 +165,12 @@ class TcpBootstrap final : public Bootstrap {
   std::string brokenWhy_;
 };
 
-}  // namespace
+std::string clientPrefix(int rank) {
+  return "rank " + std::to_string(rank) + ": bootstrap: ";
+}
 
-std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int nranks,
-                                         std::chrono::milliseconds timeout) {
-  const std::string prefix = "rank " + std::to_string(rank) + ": bootstrap: ";
+void checkClientArgs(int rank, int nranks, milliseconds timeout) {
+  const std::string prefix = clientPrefix(rank);
   if (nranks < 1 || nranks > proto::kMaxRanks || rank < 0 || rank >= nranks) {
     throw Error(Result::InvalidArgument, prefix + "invalid rank " + std::to_string(rank) +
                                              " of nranks " + std::to_string(nranks) +
@@ -179,6 +180,14 @@ std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int 
     throw Error(Result::InvalidArgument,
                 prefix + "timeout " + msText(timeout) + " is not positive");
   }
+}
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int nranks,
+                                         std::chrono::milliseconds timeout) {
+  checkClientArgs(rank, nranks, timeout);
+  const std::string prefix = clientPrefix(rank);
   const std::string where = root.toString();
   const Deadline deadline = net::deadlineAfter(timeout);
   std::string error;
@@ -191,7 +200,16 @@ std::unique_ptr<Bootstrap> connectToRoot(const RootAddress& root, int rank, int 
     }
     throw Error(Result::SystemError, prefix + "could not connect to root " + where + ": " + error);
   }
+  return joinRoot(fd.release(), root, rank, nranks, timeout, deadline);
+}
 
+std::unique_ptr<Bootstrap> joinRoot(int socket, const RootAddress& root, int rank, int nranks,
+                                    std::chrono::milliseconds timeout,
+                                    std::chrono::steady_clock::time_point deadline) {
+  Fd fd(socket);
+  checkClientArgs(rank, nranks, timeout);
+  const std::string prefix = clientPrefix(rank);
+  const std::string where = root.toString();
   proto::Hello hello;
   hello.token = root.token;
   hello.rank = rank;

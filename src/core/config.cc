@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "fault_plan.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -181,12 +183,17 @@ Config Config::load() {
   if (auto v = envValue("SHARC_GPU_STAGING_CHUNK"))
     config.gpuStagingChunkBytes = parseChunkBytes(*v, "SHARC_GPU_STAGING_CHUNK");
   if (auto v = envValue("SHARC_TUNER_FILE")) {
-    std::ifstream in(*v);
-    std::stringstream text;
-    if (in) text << in.rdbuf();
-    if (!in || in.bad()) badValue("SHARC_TUNER_FILE", *v, "a readable file of `key = value` lines");
+    // At most 1 MiB is read: a device such as /dev/zero must not read forever.
+    constexpr std::streamsize kMaxTunerFile = 1 << 20;
+    std::ifstream in(*v, std::ios::binary);
+    std::string text(static_cast<size_t>(kMaxTunerFile) + 1, '\0');
+    if (in) in.read(text.data(), kMaxTunerFile + 1);
+    if (!in && !in.eof()) badValue("SHARC_TUNER_FILE", *v, "a readable file of `key = value` lines");
+    text.resize(static_cast<size_t>(in.gcount()));
+    if (text.size() > static_cast<size_t>(kMaxTunerFile))
+      badValue("SHARC_TUNER_FILE", *v, "a file of at most 1 MiB of `key = value` lines");
     config.tunerFile = *v;
-    config.tuner = parseTunerText(text.str(), *v);
+    config.tuner = parseTunerText(text, *v);
   }
   if (auto v = envValue("SHARC_NODE_ID")) config.nodeId = *v;
   if (auto v = envValue("SHARC_SOCKET_IFNAME")) config.socketIfname = *v;
@@ -224,7 +231,10 @@ Config Config::load() {
   if (auto v = envValue("SHARC_STALL_PROBE_MS"))
     config.stallProbe = std::chrono::milliseconds(
         parseIntVar("SHARC_STALL_PROBE_MS", *v, "milliseconds (0 = no stall probe)"));
-  if (auto v = envValue("SHARC_FAULT")) config.fault = *v;
+  if (auto v = envValue("SHARC_FAULT")) {
+    FaultPlan::parse(*v);  // a malformed plan fails here, before any rank meets another
+    config.fault = *v;
+  }
   if (auto v = envValue("SHARC_BIND_THREAD"))
     config.bindThread = parseSwitch("SHARC_BIND_THREAD", *v);
   return config;

@@ -274,6 +274,7 @@ class FabricEndpoint final : public Endpoint {
 
   PostStatus postRecv(uint32_t, uint64_t tag, uint64_t ignore, void* buf, size_t len,
                       Transfer& t) override {
+    checkIgnoreMask(ignore);
     if (len == 0) buf = &zeroByte_;
     void* desc = nullptr;
     if (!describe(buf, len, desc)) return PostStatus::Failed;
@@ -356,6 +357,31 @@ class FabricEndpoint final : public Endpoint {
     hmem_ = true;
   }
 
+  // libfabric's shm provider before 1.19 matches a new receive against the messages that
+  // arrived before it (unexpected) with the ignore mask of whichever receive used that queue
+  // entry last, not with the new receive's mask: once receives with different masks have been
+  // posted, a receive can take a message its own mask excludes (another rank's, another
+  // sequence's), and the receive that message was meant for then never completes. Safe only
+  // while every receive on the endpoint has the same mask (sharc's engine uses the signature
+  // mask alone; an entry never used before has mask 0, which only matches more strictly); say
+  // so once when a caller mixes them.
+  void checkIgnoreMask(uint64_t ignore) {
+    if (!staleIgnoreMatching_ || mixedIgnoreWarned_) return;
+    if (!anyRecv_) {
+      anyRecv_ = true;
+      firstIgnore_ = ignore;
+      return;
+    }
+    if (ignore == firstIgnore_) return;
+    mixedIgnoreWarned_ = true;
+    SHARC_WARN("transport: receives with different ignore masks (0x"
+               << std::hex << firstIgnore_ << ", 0x" << ignore << std::dec
+               << ") on libfabric's shm provider " << FI_MAJOR(fi_version()) << "."
+               << FI_MINOR(fi_version())
+               << ", which matches early messages with a stale mask before 1.19: a receive "
+                  "may take another's message");
+  }
+
   PostStatus postResult(ssize_t rc, const char* call) {
     if (rc == 0) return PostStatus::Posted;
     if (rc == -FI_EAGAIN) {
@@ -411,6 +437,12 @@ class FabricEndpoint final : public Endpoint {
   size_t injectSize_ = 0;
   std::string lastError_;
   unsigned char zeroByte_ = 0;
+  // checkIgnoreMask's state.
+  bool staleIgnoreMatching_ =
+      provider_ == "shm" && FI_VERSION_LT(fi_version(), FI_VERSION(1, 19));
+  bool anyRecv_ = false;
+  bool mixedIgnoreWarned_ = false;
+  uint64_t firstIgnore_ = 0;
 };
 
 // libfabric's shm provider names its region /dev/shm/<pid>:<n>:<n> and leaves it behind when

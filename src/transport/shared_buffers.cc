@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -93,6 +95,13 @@ void describeShared(RemoteBuffer& b) noexcept {
 
 std::byte* mapPeerShared(pid_t pid, const RemoteBuffer& b) noexcept {
   if (b.regionFd == 0) return nullptr;
+  // The description travelled in a message: use it only when the buffer lies inside the
+  // region it names (else the offset below would point outside the mapping; found by
+  // tests/fuzz/fuzz_shared_buffers.cc).
+  if (b.regionFd - 1 > static_cast<uint64_t>(INT_MAX) || b.regionSize == 0 ||
+      b.address < b.regionBase || b.length > b.regionSize ||
+      b.address - b.regionBase > b.regionSize - b.length)
+    return nullptr;
   const int fd = static_cast<int>(b.regionFd - 1);
   const uint64_t offset = b.address - b.regionBase;
   std::lock_guard<std::mutex> lock(mu);
@@ -113,6 +122,12 @@ std::byte* mapPeerShared(pid_t pid, const RemoteBuffer& b) noexcept {
   if (mine < 0) {
     SHARC_INFO("shared buffers: cannot open " << path << ": " << std::strerror(errno)
                                               << "; cross-memory attach instead");
+    return nullptr;
+  }
+  // Pages of a mapping beyond the end of the memfd raise SIGBUS when touched.
+  struct stat st {};
+  if (fstat(mine, &st) != 0 || static_cast<uint64_t>(st.st_size) < b.regionSize) {
+    close(mine);
     return nullptr;
   }
   void* p = mmap(nullptr, b.regionSize, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);

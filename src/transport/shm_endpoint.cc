@@ -34,10 +34,29 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "FIFO counters must be
 constexpr size_t kFifoHeader = 128;
 constexpr size_t kSegmentHeader = 4096;
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
+// An unexpected message of up to this size is buffered in one allocation; larger ones grow.
+constexpr size_t kUnexpectedFirst = size_t{1} << 20;
 
 SlotHeader* slotAt(void* fifo, const ShmGeometry& g, uint64_t seq) {
   auto* base = static_cast<std::byte*>(fifo) + kFifoHeader;
   return reinterpret_cast<SlotHeader*>(base + (seq % g.slots) * (sizeof(SlotHeader) + g.slotBytes));
+}
+
+// Why a slot with header `h` cannot come from a sharc writer, given the message being read
+// (nullptr: it can). Checked before anything is copied: the peer's bytes must not move this
+// rank's copies out of the slot or out of the receiving buffer.
+const char* malformedSlot(const SlotHeader& h, bool active, size_t total, size_t received,
+                          uint32_t slotBytes) {
+  if (h.flags & kAbandon) return nullptr;
+  if (h.bytes > slotBytes) return "a fragment larger than a slot";
+  if (h.flags & kFirst) {
+    if (active) return "a new message before the last one ended";
+    if (h.bytes > h.total) return "a fragment larger than its message";
+  } else {
+    if (!active) return "a fragment outside any message";
+    if (h.bytes > total - received) return "a fragment beyond the end of its message";
+  }
+  return nullptr;
 }
 
 // A process that has exited (or is a zombie nobody has reaped yet) is not coming back.
@@ -122,8 +141,9 @@ PostStatus ShmEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, s
   }
   Peer& p = peers_[localOfPeer_[peer]];
   if (p.dead) {
-    lastError_ = "shared memory: peer " + std::to_string(peer) + " (pid " + std::to_string(p.pid) +
-                 ") has exited";
+    lastError_ = !p.malformed.empty() ? p.malformed
+                                      : "shared memory: peer " + std::to_string(peer) + " (pid " +
+                                            std::to_string(p.pid) + ") has exited";
     return PostStatus::Failed;
   }
   const bool idle = p.sends.empty() && !p.abandon;
@@ -191,7 +211,10 @@ PostStatus ShmEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignor
     }
   }
   if (!any && peers_[localOfPeer_[fromPeer]].dead) {
-    lastError_ = "shared memory: peer " + std::to_string(fromPeer) + " has exited";
+    const Peer& p = peers_[localOfPeer_[fromPeer]];
+    lastError_ = !p.malformed.empty()
+                     ? p.malformed
+                     : "shared memory: peer " + std::to_string(fromPeer) + " has exited";
     return PostStatus::Failed;
   }
   (any ? anyRecvs_ : peers_[localOfPeer_[fromPeer]].recvs).push_back(r);
@@ -245,34 +268,82 @@ void ShmEndpoint::startIncoming(int local, uint64_t tag, size_t total) {
     return;
   }
   ++unexpectedCount_;
-  p.unexpected.push_back(
-      Unexpected{tag, std::make_unique_for_overwrite<std::byte[]>(total), total, 0, nullptr});
+  // The buffer grows as fragments arrive (reserveUnexpected): a size in a slot header alone
+  // does not make this rank allocate it.
+  p.unexpected.push_back(Unexpected{tag, nullptr, total, 0, 0, nullptr});
   in.unexpected = &p.unexpected.back();
-  in.dst = in.unexpected->data.get();
 }
 
-// Reads what peer `local` has written; returns the number of slots consumed.
+// Makes the unexpected message being read from `p` hold `bytes` more; false when memory is
+// short. Messages up to kUnexpectedFirst get their whole size at once.
+bool ShmEndpoint::reserveUnexpected(Peer& p, size_t bytes) {
+  Unexpected& u = *p.incoming.unexpected;
+  const size_t need = u.received + bytes;  // <= u.size: malformedSlot
+  if (need <= u.capacity && u.data) return true;
+  const size_t capacity = std::min(u.size, std::max({need, 2 * u.capacity, kUnexpectedFirst}));
+  try {
+    auto grown = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    if (u.received > 0) std::memcpy(grown.get(), u.data.get(), u.received);
+    u.data = std::move(grown);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  u.capacity = capacity;
+  p.incoming.dst = u.data.get();
+  return true;
+}
+
+// Reads what peer `local` has written; returns the number of slots consumed. The peer's
+// counters and slot headers are checked first: garbage there fails the peer (dropPeer)
+// instead of steering this rank's copies (found by tests/fuzz/fuzz_shm_fifo.cc).
 size_t ShmEndpoint::readFragments(int local) {
   Peer& p = peers_[local];
+  if (p.dead) return 0;
   const uint64_t tail = p.in->tail.load(std::memory_order_acquire);
+  auto drop = [&](const std::string& what) {  // off the hot path: only on garbage
+    const std::string why = "peer " + std::to_string(peerOfLocal_[local]) + what;
+    p.malformed = "shared memory: " + why;
+    dropPeer(local, why);
+  };
+  if (tail > p.head && tail - p.head > geometry_.slots) {
+    drop(" wrote a malformed FIFO: " + std::to_string(tail - p.head) +
+         " slots published in a ring of " + std::to_string(geometry_.slots));
+    return 0;
+  }
   size_t consumed = 0;
   for (; p.head < tail; ++consumed) {
     const SlotHeader* slot = slotAt(p.in, geometry_, p.head);
+    const SlotHeader h = *slot;  // one read: the peer could change the slot meanwhile
     Incoming& in = p.incoming;
-    if (slot->flags & kAbandon) {
+    if (const char* bad = malformedSlot(h, in.active, in.total, in.received, geometry_.slotBytes)) {
+      drop(std::string(" wrote a malformed slot (") + bad + ": tag " + std::to_string(h.tag) +
+           ", " + std::to_string(h.bytes) + " bytes of " + std::to_string(h.total) + ", flags " +
+           std::to_string(h.flags) + ")");
+      return consumed;
+    }
+    if (h.flags & kAbandon) {
       if (in.active && in.recv)
         failed(in.recv, Result::RemoteError,
                "peer " + std::to_string(peerOfLocal_[local]) + " canceled the message");
       if (in.active && in.unexpected) {
+        // A receive that claimed the message while it arrived fails with it.
+        if (in.unexpected->claimedBy)
+          failed(in.unexpected->claimedBy->t, Result::RemoteError,
+                 "peer " + std::to_string(peerOfLocal_[local]) + " canceled the message");
         p.unexpected.remove_if([&](const Unexpected& u) { return &u == in.unexpected; });
       }
       in = Incoming{};
     } else {
-      if (slot->flags & kFirst) startIncoming(local, slot->tag, slot->total);
+      if (h.flags & kFirst) startIncoming(local, h.tag, h.total);
+      if (in.unexpected && !reserveUnexpected(p, h.bytes)) {
+        drop(": out of memory for a " + std::to_string(in.total) +
+             "-byte message that arrived before its receive");
+        return consumed;
+      }
       // Large messages are outputs (blocks of a collective): stream them past the cache.
-      if (!in.discard && slot->bytes > 0)
-        core::copyLarge(in.dst + in.received, slot + 1, slot->bytes, in.total);
-      in.received += slot->bytes;
+      if (!in.discard && h.bytes > 0)
+        core::copyLarge(in.dst + in.received, slot + 1, h.bytes, in.total);
+      in.received += h.bytes;
       if (in.unexpected) in.unexpected->received = in.received;
       if (in.received >= in.total) {
         if (in.recv && !in.discard) done(in.recv, in.total, in.tag);
@@ -366,8 +437,13 @@ void ShmEndpoint::checkPeers() {
 
 // Everything that needs a peer that has exited fails; what it already wrote is still read.
 void ShmEndpoint::failPeer(int local, const std::string& why) {
-  Peer& p = peers_[local];
   readFragments(local);
+  if (!peers_[local].dead) dropPeer(local, why);
+}
+
+// Fails everything that needs peer `local`, which is not read from again.
+void ShmEndpoint::dropPeer(int local, const std::string& why) {
+  Peer& p = peers_[local];
   p.dead = true;
   SHARC_WARN("shared memory: " << why);
   for (Send& s : p.sends) failed(s.t, Result::RemoteError, why);

@@ -16,6 +16,7 @@
 #include <deque>
 #include <list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "endpoint.hpp"
@@ -86,6 +87,7 @@ class ShmEndpoint final : public Endpoint {
     std::unique_ptr<std::byte[]> data;  // not zero-filled: every byte is written before use
     size_t size = 0;
     size_t received = 0;
+    size_t capacity = 0;              // of `data`: grows with what arrives, up to `size`
     std::unique_ptr<Recv> claimedBy;  // a receive posted while the message was still arriving
   };
   // The message being read from one peer's FIFO.
@@ -110,6 +112,7 @@ class ShmEndpoint final : public Endpoint {
     Incoming incoming;
     pid_t pid = 0;
     bool dead = false;
+    std::string malformed;  // why the peer was dropped for what it wrote ("": it exited)
   };
   struct Completion {
     Transfer* t;
@@ -127,8 +130,10 @@ class ShmEndpoint final : public Endpoint {
   void deliverUnexpected(Unexpected& u, const Recv& r);
   void done(Transfer* t, size_t bytes, uint64_t tag);
   void failed(Transfer* t, Result code, std::string message);
+  bool reserveUnexpected(Peer& p, size_t bytes);
   void checkPeers();
   void failPeer(int local, const std::string& why);
+  void dropPeer(int local, const std::string& why);
 
   ShmSegment segment_;
   ShmGeometry geometry_;

@@ -1,6 +1,7 @@
 """The backend's life cycle as current torch drives it: the group's options and timeout
 (dist.set_timeout), abort and shutdown (every pending work fails with a clear error within a
-second, also when a peer is gone), the error state (Backend.get_error), and that neither
+second, also when a peer is gone; shutdown fails a collective blocked in another thread within
+its closing wait, and an abort cuts that wait short), the error state (Backend.get_error), and that neither
 dist.destroy_process_group() nor interpreter exit hangs.
 
 torch 2.6's c10d::Backend has none of abort/shutdown/get_error/options/set_timeout (they came
@@ -116,6 +117,61 @@ def test_abort_fails_pending_work_here_and_on_peers():
     assert err0.endswith("COMM_ERROR") and err1.endswith("REMOTE_ERROR"), (err0, err1)
     assert "completed" not in later0 and "completed" not in later1
     assert destroy0 < 2 and destroy1 < 2
+
+
+def _blocked_all_reduce(t, out):
+    """Runs an all-reduce the peer never joins; records how it ended and when."""
+    try:
+        dist.all_reduce(t)
+        out["msg"] = "completed"
+    except Exception as e:  # noqa: BLE001
+        out["msg"] = str(e)
+    out["end"] = time.monotonic()
+
+
+def _shutdown_while_blocked_job(rank, ws, abort_too):
+    t = torch.ones(1 << 16)
+    dist.all_reduce(t)
+    if rank == 1:
+        time.sleep(4)  # never joins: rank 0's closing barrier waits for nobody
+        return None
+    out = {}
+    blocked = threading.Thread(target=_blocked_all_reduce, args=(t, out))
+    blocked.start()
+    time.sleep(0.3)  # the thread is in its wait
+    start = time.monotonic()
+    if abort_too:
+        # shutdown() in one thread (in its closing barrier), abort() from another: the abort
+        # ends the barrier instead of waiting for its bound.
+        shut = threading.Thread(target=dist.group.WORLD.shutdown)
+        shut.start()
+        time.sleep(0.2)
+        aborted = time.monotonic()
+        dist.group.WORLD.abort()
+        shut.join(10)
+        ended = time.monotonic() - aborted
+    else:
+        dist.group.WORLD.shutdown()
+        ended = time.monotonic() - start
+    blocked.join(10)
+    return out.get("msg", "still blocked"), out.get("end", float("inf")) - start, ended
+
+
+@needs(2, 7, "Backend.shutdown")
+def test_shutdown_fails_a_blocked_collective_within_its_closing_wait():
+    msg, took, shut = run_ranks(2, _shutdown_while_blocked_job, False)[0]
+    # The closing barrier waits at most 1 s (nobody comes); then the pending work fails.
+    assert "completed" not in msg and "still blocked" not in msg, msg
+    assert shut < 2.5 and took < 2.5, (msg, took, shut)
+
+
+@needs(2, 7, "Backend.abort")
+def test_abort_during_shutdown_ends_its_closing_barrier():
+    msg, took, after_abort = run_ranks(2, _shutdown_while_blocked_job, True)[0]
+    assert "completed" not in msg and "still blocked" not in msg, msg
+    # Shutdown's barrier would wait 1 s; the abort 0.2 s into it ends it at once.
+    assert after_abort < 0.6, (msg, after_abort)
+    assert took < 1.5, (msg, took)
 
 
 # Scripts run as their own interpreters: what happens at exit is the point.

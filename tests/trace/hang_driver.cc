@@ -38,7 +38,10 @@ int main(int argc, char** argv) {
   const std::string scenario = argv[1];
   const int calls = std::atoi(argv[2]), at = std::atoi(argv[3]), culprit = std::atoi(argv[4]);
   int rank = -1;
+  // When the last call started, and when it threw: the failing call's own time, without the
+  // communicator's destructor that runs before the catch below.
   auto started = Clock::now();
+  auto failedAt = started;
   try {
     auto comm = sharc::Communicator::createFromEnvironment();
     rank = comm->rank();
@@ -46,19 +49,19 @@ int main(int argc, char** argv) {
     const bool me = rank == culprit;
     constexpr size_t kCount = 1000;
     std::vector<float> send(kCount + 1), recv((kCount + 1) * static_cast<size_t>(n));
-    for (int i = 1; i <= calls; ++i) {
+    for (int i = 1; i <= calls; ++i) try {
       for (size_t k = 0; k < send.size(); ++k) send[k] = static_cast<float>(rank * 100000 + i + k);
       started = Clock::now();
       if (i == at && me && scenario == "skip") continue;
       if (i == at && me && scenario == "slow") std::this_thread::sleep_for(std::chrono::seconds(3));
       if (i == at && scenario == "root") {
         comm->broadcast(send.data(), recv.data(), kCount, sharc::DataType::Float32, me ? 1 : 0);
-        continue;
+          continue;
       }
       if (i == at && me && scenario == "other") {
         comm->allReduce(send.data(), recv.data(), kCount, sharc::DataType::Float32,
                         sharc::RedOp::Sum);
-        continue;
+          continue;
       }
       const size_t count = i == at && me && scenario == "count" ? kCount + 1 : kCount;
       comm->allGather(send.data(), recv.data(), count, sharc::DataType::Float32);
@@ -69,6 +72,9 @@ int main(int argc, char** argv) {
             std::printf("rank %d: wrong result at call %d from rank %d\n", rank, i, r);
             return 1;
           }
+    } catch (...) {
+      failedAt = Clock::now();
+      throw;
     }
     // For a job that succeeded (a slow rank): the record on demand, as a user would ask for it.
     if (const char* dir = std::getenv("HANG_DRIVER_DUMP")) comm->dumpTrace(dir);
@@ -77,7 +83,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(failedAt - started).count();
     std::printf("rank %d: error after %lld ms: %s\n", rank, static_cast<long long>(ms), e.what());
     std::fflush(stdout);
     return 1;

@@ -16,6 +16,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -95,6 +96,7 @@ def first_line(trace_dir):
 class RealHangs(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="sharc-hang-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def misuse(self, scenario, culprit, at=12, calls=20, culprit_may_succeed=False):
         job = Job(self.dir, scenario, calls, at, culprit)

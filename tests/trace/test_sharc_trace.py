@@ -205,6 +205,20 @@ class Culprits(Case):
         self.assertEqual(self.first(j), f"culprit: rank {j.who(1)} failed in AllGather #7: "
                          "AllGather #7: completion error from the provider (injected)")
 
+    def test_rank_that_failed_first_while_another_was_one_call_behind(self):
+        # Rank 1's own error ended call #9; rank 2 was still finishing #8 when rank 1's abort
+        # notice came (found by the fault campaign: fail:rank=1,seq=9). Rank 1 is the culprit.
+        j = Job()
+        for r in range(4):
+            seq = 8 if r == 2 else 9
+            e = ent(seq, state="failed")
+            e["error"] = (f"AllGather #{seq}: completion error injected by SHARC_FAULT" if r == 1
+                          else f"AllGather #{seq}: rank 1 aborted")
+            j.dump(r, [comm(history(seq - 1) + [e], state="failed")],
+                   reason="failure" if r == 1 else "peer-failure")
+        self.assertEqual(self.first(j), f"culprit: rank {j.who(1)} failed in AllGather #9: "
+                         "AllGather #9: completion error injected by SHARC_FAULT")
+
     def test_rank_that_called_abort(self):
         j = Job()
         for r in range(4):

@@ -169,6 +169,37 @@ TEST(ShmTransport, CancelingAHalfWrittenSendResynchronisesTheReader) {
   EXPECT_EQ(gotNext, next);
 }
 
+// Unexpected messages over kUnexpectedFirst (1 MiB) are buffered in a buffer that grows as
+// their fragments arrive.
+TEST(ShmTransport, AnUnexpectedMessageLargerThanItsFirstBufferArrivesIntact) {
+  Pair p;
+  const auto big = pattern((size_t{3} << 20) + 5, 8);
+  Transfer s = p.transfer(), r = p.transfer();
+  ASSERT_EQ(p.a.postSend(11, 4, big.data(), big.size(), s), PostStatus::Posted);
+  ASSERT_TRUE(p.until(s) && p.owner.find(s)->ok);  // all of it read before any receive
+  std::vector<std::byte> got(big.size());
+  p.b.postRecv(10, 4, 0, got.data(), got.size(), r);
+  ASSERT_TRUE(p.until(r) && p.owner.find(r)->ok);
+  EXPECT_EQ(got, big);
+}
+
+// A receive posted while its message was still arriving unexpected used to be dropped
+// silently when the sender canceled the message (it then waited until the timeout).
+TEST(ShmTransport, AReceiveThatClaimedACanceledMessageFails) {
+  Pair p;
+  const auto big = pattern(size_t{20} << 16, 9);  // more than the 16 slots of the FIFO
+  std::vector<std::byte> got(big.size());
+  Transfer s = p.transfer(), r = p.transfer();
+  ASSERT_EQ(p.a.postSend(11, 3, big.data(), big.size(), s), PostStatus::Posted);
+  p.b.progress();  // reads what fits: an unexpected message, partly here
+  ASSERT_EQ(p.b.postRecv(10, 3, 0, got.data(), got.size(), r), PostStatus::Posted);  // claims it
+  p.a.cancel(s);
+  const auto* e = p.until(r);
+  ASSERT_TRUE(e);
+  EXPECT_FALSE(e->ok);
+  EXPECT_NE(e->message.find("canceled the message"), std::string::npos) << e->message;
+}
+
 TEST(ShmTransport, CanceledReceiveReportsCanceled) {
   Pair p;
   char buf[8];

@@ -12,11 +12,11 @@ constexpr std::chrono::milliseconds kClosingWait{1000};
 
 void ProcessGroupSharc::abortGroup(const std::string& reason) {
   // The engine fails every pending operation (waiting threads wake up with the reason) and
-  // tells the peers; the communicator is released without a closing barrier.
-  std::call_once(ended_, [&] {
-    comm_->abort("rank " + std::to_string(rank_) + ": " + reason);
-    comm_->destroy();
-  });
+  // tells the peers; the communicator is released without a closing barrier. The abort
+  // itself runs outside the once: an abort while another thread is in shutdown()'s closing
+  // barrier ends that barrier now (abort after the communicator is gone does nothing).
+  comm_->abort("rank " + std::to_string(rank_) + ": " + reason);
+  std::call_once(ended_, [&] { comm_->destroy(); });
 }
 
 void ProcessGroupSharc::shutdownGroup() {
