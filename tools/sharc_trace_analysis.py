@@ -15,7 +15,7 @@ QUIET_REASONS = ("signal", "request", "live")  # dumps of a job that may be heal
 # A rank that failed by itself (an error of its own, not a timeout or a peer's notice) or
 # aborted explains the rest better than a rank one call behind when the notice came.
 PRIO = {"mismatch": 0, "no-dump": 1, "failed": 1.5, "aborted": 1.5, "behind": 2, "skipped": 2,
-        "absent": 2, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
+        "absent": 2, "victim": 3, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
         "none": 8}
 
 class BadDump(Exception):
@@ -267,6 +267,7 @@ class Analysis:
                 world.problems.append({"source": d.source, "error": f"world.size {d.size} where "
                                        f"the other ranks say {world.size}"})
         self.candidates = []
+        self._blame()
         self._edges()
         self._mismatches()
         self._missing()
@@ -382,9 +383,48 @@ class Analysis:
                         found.append((r, c, s))
         return found
 
+    def _local_failure(self, d):
+        """(comm, entry) of the failed call of a rank that failed by itself, else (None, None)."""
+        if d.reason not in ("failure", "abort"):
+            return None, None
+        failed = [(c, e) for c in d.comms for e in c.entries if e.state == "failed"]
+        return min(failed, key=lambda x: x[1].ended_ns or 0, default=(None, None))
+
+    def _blame(self):
+        """Which world ranks each local failure names ("peer 3", "rank 3" in its communicator):
+        a rank whose error names a rank that wrote no dump, or that failed by itself too,
+        failed because of it (killed peer, dropped endpoint) and is a victim, not a culprit."""
+        self.blames, self.failed_on = {}, {}
+        for r, d in sorted(self.w.dumps.items()):
+            c, e = self._local_failure(d)
+            if e is None or d.reason != "failure":
+                continue
+            text = (e.error or d.message) if e else d.message
+            named = set()
+            for m in re.finditer(r"\b(?:peer|rank) (\d+)\b", text.split(": ", 1)[-1]):
+                k = int(m.group(1))
+                if 0 <= k < len(c.world_ranks) and c.world_ranks[k] != r:
+                    named.add(c.world_ranks[k])
+            self.blames[r] = named
+        local = set(self.blames)
+        for r, named in self.blames.items():
+            for b in named:
+                if b in self.missing or (b in local and r not in self.blames.get(b, ())):
+                    self.failed_on.setdefault(b, []).append(r)
+
+    def _victim(self, r):
+        return any(r in rs for rs in self.failed_on.values())
+
     def _missing(self):
         have_edges = {ed["comm"].key for ed in self.edges}
         for m in self.missing:
+            if m in self.failed_on:
+                rs = sorted(self.failed_on[m])
+                d = self.w.dumps[rs[0]]
+                c, e = self._local_failure(d)
+                self.add("no-dump", [m], f"produced no dump; {subj(rs, 'fail')} on it in "
+                         f"{label(e, c)}", e.seq, c, e, rs)
+                continue
             if m in self.waiters_of:
                 c, e = self._into(m)
                 self.add("no-dump", [m], "produced no dump; it is the peer that "
@@ -483,15 +523,14 @@ class Analysis:
         for r, d in sorted(self.w.dumps.items()):
             if d.reason not in ("failure", "abort"):
                 continue
-            failed = [(c, e) for c in d.comms for e in c.entries if e.state == "failed"]
-            c, e = min(failed, key=lambda x: x[1].ended_ns or 0, default=(None, None))
+            c, e = self._local_failure(d)
             err = (e.error if e else "") or d.message
             if d.reason == "abort":
                 pred = "aborted" + (f" in {label(e, c)}" if e else "") + " (Communicator::abort)"
             else:
                 pred = (f"failed in {label(e, c)}" if e else "failed") + f": {err[:200]}"
-            self.add("failed" if d.reason == "failure" else "aborted", [r], pred,
-                     e.seq if e else None, c, e)
+            kind = "aborted" if d.reason == "abort" else "victim" if self._victim(r) else "failed"
+            self.add(kind, [r], pred, e.seq if e else None, c, e)
 
     def _cycles(self):
         cyc = sorted(r for r, ends in self.ends_of.items() if not ends)

@@ -219,6 +219,36 @@ class Culprits(Case):
         self.assertEqual(self.first(j), f"culprit: rank {j.who(1)} failed in AllGather #9: "
                          "AllGather #9: completion error injected by SHARC_FAULT")
 
+    def test_killed_rank_that_a_local_failure_names(self):
+        # Found by the fault campaign (kill:rank=3): rank 0's own call failed reading from peer
+        # 3's memory, the others heard rank 0's notice; rank 3 wrote nothing. Rank 0 is a victim.
+        j = Job()
+        for r in (0, 1, 2):
+            e = ent(5, state="failed")
+            e["error"] = ("rank 0: AllReduce #5: single-copy read from peer 3 failed: No such "
+                          "process" if r == 0 else "rank %d: AllReduce #5: rank 0 aborted" % r)
+            j.dump(r, [comm(history(4) + [e], state="failed")],
+                   reason="failure" if r == 0 else "peer-failure")
+        lines = self.analyze(j).splitlines()
+        self.assertEqual(lines[0], f"culprit: rank {j.who(3)} produced no dump; rank 0 fails on "
+                         "it in AllGather #5")
+        self.assertFalse(any(ln.startswith("culprit:") for ln in lines[1:]), lines)
+
+    def test_rank_that_failed_because_the_culprit_failed(self):
+        # drop:rank=2: rank 2's endpoint went away; rank 3 then failed reading from peer 2.
+        j = Job()
+        for r in range(4):
+            e = ent(9, state="failed")
+            e["error"] = {2: "rank 2: AllGather #9: could not post send to peer 0: endpoint dropped",
+                          3: "rank 3: AllGather #9: single-copy read from peer 2 failed"}.get(
+                              r, f"rank {r}: AllGather #9: rank 3 aborted")
+            j.dump(r, [comm(history(8) + [e], state="failed")],
+                   reason="failure" if r in (2, 3) else "peer-failure")
+        lines = self.analyze(j).splitlines()
+        self.assertTrue(lines[0].startswith(f"culprit: rank {j.who(2)} failed in AllGather #9"),
+                        lines)
+        self.assertFalse(any(ln.startswith("culprit:") for ln in lines[1:]), lines)
+
     def test_rank_that_called_abort(self):
         j = Job()
         for r in range(4):
