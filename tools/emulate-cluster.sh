@@ -11,6 +11,9 @@
 #                   198.18.R.0/24, each shaped alike); ranks stripe over them (SHARC_NICS)
 #   --timeout SEC   kill every rank after SEC seconds (default 300)
 #   --port PORT     rendezvous port on node 0 (default 29517)
+#   --names-file F  once the namespaces are up (before any rank starts), write F: one line
+#                   per node, "node I NAMESPACE FIRST_RANK RANKS", and "switch NAMESPACE",
+#                   so that a caller can act on a node (e.g. take its eth0 down)
 #
 # Each node is a network namespace with one veth link ("eth0"; eth0..ethK-1 with --rails K,
 # and SHARC_NICS naming them instead of FI_TCP_IFACE) to a bridge that lives in a
@@ -28,6 +31,7 @@ rate="" delay="" loss=""
 timeout_s=300
 port=29517
 rails=1
+names_file=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
@@ -37,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) timeout_s=$2; shift 2 ;;
     --rails) rails=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
+    --names-file) names_file=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "emulate-cluster: unknown option '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -128,6 +133,17 @@ done
 
 world=0
 for m in "${perNode[@]}"; do world=$((world + m)); done
+if [[ -n "$names_file" ]]; then
+  first=0
+  {
+    for ((i = 0; i < ${#perNode[@]}; ++i)); do
+      echo "node $i ${tag}-n$i $first ${perNode[i]}"
+      first=$((first + perNode[i]))
+    done
+    echo "switch $switch"
+  } >"$names_file.tmp"
+  mv "$names_file.tmp" "$names_file"  # whole or absent for a reader polling it
+fi
 rank=0
 for ((i = 0; i < ${#perNode[@]}; ++i)); do
   for ((j = 0; j < perNode[i]; ++j)); do
