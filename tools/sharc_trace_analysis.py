@@ -407,9 +407,21 @@ class Analysis:
                     named.add(c.world_ranks[k])
             self.blames[r] = named
         local = set(self.blames)
+
+        def ended(rank):  # when rank's earliest failed call ended (None: no failed call)
+            d = self.w.dumps.get(rank)
+            ends = [e.ended_ns for c in (d.comms if d else []) for e in c.entries
+                    if e.state == "failed" and e.ended_ns]
+            return min(ends, default=None)
+
         for r, named in self.blames.items():
+            mine = ended(r)
             for b in named:
-                if b in self.missing or (b in local and r not in self.blames.get(b, ())):
+                theirs = ended(b)
+                # b wrote nothing, failed by itself too (and does not name r), or had failed
+                # already (a notice ended it, then its process went away): r failed on b.
+                if b in self.missing or (b in local and r not in self.blames.get(b, ())) or \
+                        (theirs is not None and mine is not None and theirs < mine):
                     self.failed_on.setdefault(b, []).append(r)
 
     def _victim(self, r):
@@ -520,16 +532,24 @@ class Analysis:
                     self._judge(r, c0, e0, waiters)
 
     def _failures(self):
+        # A failure half a second or more after another rank's own failure is taken as its
+        # consequence (a peer that went away meanwhile: broken pipe, no such process).
+        ends = [e.ended_ns for d in self.w.dumps.values() if d.reason == "failure"
+                for _, e in [self._local_failure(d)] if e is not None and e.ended_ns]
+        first_end = min(ends, default=None)
         for r, d in sorted(self.w.dumps.items()):
             if d.reason not in ("failure", "abort"):
                 continue
             c, e = self._local_failure(d)
+            late = (d.reason == "failure" and e is not None and e.ended_ns and first_end and
+                    e.ended_ns - first_end >= 500_000_000)
             err = (e.error if e else "") or d.message
             if d.reason == "abort":
                 pred = "aborted" + (f" in {label(e, c)}" if e else "") + " (Communicator::abort)"
             else:
                 pred = (f"failed in {label(e, c)}" if e else "failed") + f": {err[:200]}"
-            kind = "aborted" if d.reason == "abort" else "victim" if self._victim(r) else "failed"
+            kind = ("aborted" if d.reason == "abort" else
+                    "victim" if self._victim(r) or late else "failed")
             self.add(kind, [r], pred, e.seq if e else None, c, e)
 
     def _cycles(self):
