@@ -57,8 +57,12 @@ check() {
       echo "covered: tools/test.sh's ctest runs these tests" ;;
     "bash tools/torch-venv.sh -- bash tools/torch-test.sh -k 'abort or shutdown'")
       echo "covered: tools/test.sh runs the whole torch suite on both versions" ;;
-    "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 50 --ranks 4 --timeout-ms 4000")
-      echo "covered: CTest faults.campaign.short runs it with --trials 2 (the 50-trial table is in the README)" ;;
+    "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 50 --seed 13" | \
+      "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 2x2 --trials 50" | \
+      "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 3x2 --trials 50")
+      echo "skip: 10-25 minutes each (the README has their tables); CTest faults.campaign.short runs the short form" ;;
+    "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 2 --seed 1")
+      echo "covered: CTest faults.campaign.short is this command" ;;
     "tools/fuzz.sh") echo "covered: tools/test.sh runs tools/fuzz.sh -t 10" ;;
     "tools/sanitize.sh asan -L unit") echo "covered: tools/test.sh runs it" ;;
     "tools/sanitize.sh asan" | "tools/sanitize.sh tsan" | "tools/sanitize.sh tsan -L nccl -R CollNet")
