@@ -15,7 +15,7 @@ QUIET_REASONS = ("signal", "request", "live")  # dumps of a job that may be heal
 # A rank that failed by itself (an error of its own, not a timeout or a peer's notice) or
 # aborted explains the rest better than a rank one call behind when the notice came.
 PRIO = {"mismatch": 0, "no-dump": 1, "failed": 1.5, "aborted": 1.5, "behind": 2, "skipped": 2,
-        "absent": 2, "victim": 3, "partition": 4.5, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
+        "absent": 2, "victim": 3, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
         "none": 8}
 
 class BadDump(Exception):
@@ -589,32 +589,6 @@ class Analysis:
             else:
                 self.add("cycle", members, f"wait on each other in {label(e, c)} ({chain}); none "
                          "is missing, behind or in another call", e.seq, c, e, members)
-        self._partition()
-
-    def _partition(self):
-        """Ranks waiting on each other across hosts, where every cross-host wait touches one
-        host of three or more: that host's network is the likely cut (a link taken down). With
-        two hosts a cut looks the same from both sides, and nothing is said."""
-        if not self.cycles:
-            return
-        hosts = {r: self.w.host(r) for r in range(self.w.size)}
-        if len(set(hosts.values())) < 3:
-            return
-        cross = [ed for ed in self.edges if hosts[ed["from"]] != hosts[ed["to"]]]
-        if not cross:
-            return
-        common = {hosts[cross[0]["from"]], hosts[cross[0]["to"]]}
-        for ed in cross[1:]:
-            common &= {hosts[ed["from"]], hosts[ed["to"]]}
-        if len(common) != 1:
-            return
-        h = common.pop()
-        on = sorted(r for r in range(self.w.size) if hosts[r] == h)
-        others = sorted(({ed["from"] for ed in cross} | {ed["to"] for ed in cross}) - set(on))
-        e, c = cross[0]["entry"], cross[0]["comm"]
-        self.add("partition", on, f"{{is}} on host {h}, which every wait across hosts involves "
-                 f"({subj(others, 'wait')} on it or it on them in {label(e, c)}): its network "
-                 "link is the likely cut", e.seq, c, e, others)
 
     def _slow(self):
         best = None
