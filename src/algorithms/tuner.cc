@@ -104,6 +104,15 @@ struct Cost {
   int steps = 0;
   bool fabric = false;  // some step crossed nodes
   double total() const { return latency + transfer + reduce + pipeline; }
+  // `times` more of the steps in `one` (identical steps: the ring's n-1).
+  void addRepeated(const Cost& one, int times) {
+    latency += times * one.latency;
+    transfer += times * one.transfer;
+    reduce += times * one.reduce;
+    pipeline += times * one.pipeline;
+    steps += times * one.steps;
+    fabric = fabric || (times > 0 && one.fabric);
+  }
 };
 
 // Everything derived once per call.
@@ -255,6 +264,17 @@ size_t wholeMessage(const CallShape& s) {
                                        : s.bytesPerRank * static_cast<size_t>(s.nranks);
 }
 
+// The ring's n-1 steps are alike (every rank to r+1): costed once, so that the model stays
+// O(n) for the thousands of ranks sharc-plan asks about.
+void ringSteps(const Model& md, Cost& k, double m, bool reduce) {
+  const int n = md.n();
+  if (n < 2) return;
+  Cost one;
+  md.step(
+      one, [n](int r) { return mod(r + 1, n); }, m, reduce, true);
+  k.addRepeated(one, n - 1);
+}
+
 void allGather(const Model& md, Cost& k, Algorithm a, double m) {
   const int n = md.n();
   switch (a) {
@@ -273,12 +293,7 @@ void allGather(const Model& md, Cost& k, Algorithm a, double m) {
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, 0); return;
     case Algorithm::Hierarchical: md.hierarchical(k, m, false); return;
-    default: {
-      for (int i = 0; i < n - 1; ++i)
-        md.step(
-            k, [n](int r) { return mod(r + 1, n); }, m, false, true);
-      return;
-    }
+    default: ringSteps(md, k, m, false); return;
   }
 }
 
@@ -304,11 +319,7 @@ void reduceScatter(const Model& md, Cost& k, Algorithm a, double m) {
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, (n - 1) * m); return;
     case Algorithm::Hierarchical: md.hierarchical(k, m, true); return;
-    default:
-      for (int i = 0; i < n - 1; ++i)
-        md.step(
-            k, [n](int r) { return mod(r + 1, n); }, m, true, true);
-      return;
+    default: ringSteps(md, k, m, true); return;
   }
 }
 
