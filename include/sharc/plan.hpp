@@ -1,0 +1,69 @@
+// sharc's planner: the tuner's cost model (src/algorithms/tuner.hpp) applied to clusters that
+// are not this one — predicted collective times at 1..1,024 nodes, and the hybrid-shard and
+// tensor-parallel degrees for a model. `sharc-plan` (tools/sharc_plan.cc) is its command line;
+// `sharc.torch.parallelize(..., hybrid_shard_degree="auto")` asks it too.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace sharc::plan {
+
+/// A cluster's nodes as the cost model sees them. Rates are 1e9 bytes/s in one direction.
+struct Cluster {
+  std::string name;         ///< "p5.48xlarge", a file's name, or "this host"
+  std::string source;       ///< where the figures come from (citation or file)
+  int ranksPerNode = 8;     ///< GPUs (ranks) per node
+  double memoryBytes = 0;   ///< memory of one rank's device (GPU HBM)
+  double localAlphaUs = 0;  ///< latency of one message between ranks of a node
+  double localGBps = 0;     ///< bandwidth one rank reaches to the others of its node
+  double fabricAlphaUs = 0; ///< latency of one message between nodes
+  double fabricGBps = 0;    ///< injection bandwidth of one node, all its NICs together
+  int rails = 1;            ///< NICs per node (informational: fabricGBps is their sum)
+  double copyGBps = 0;      ///< one rank's memory copy rate
+  double reduceGBps = 0;    ///< one rank's reduction rate (bytes of one input per second)
+  double stepUs = 0;        ///< software overhead of one schedule step or chunk
+  /// Share of the links' bandwidth a real collective library reaches (fitted; 1 = ideal).
+  double efficiency = 1.0;
+};
+
+/// The built-in instance profiles (published NIC counts and speeds): "p4d.24xlarge",
+/// "p5.48xlarge", "p5en.48xlarge".
+std::vector<std::string> builtinClusterNames();
+/// The profile `name`; throws sharc::Error(InvalidArgument) listing the valid names.
+Cluster builtinCluster(const std::string& name);
+
+/// The collectives the planner predicts.
+enum class Collective { AllGather, ReduceScatter, AllReduce };
+const char* collectiveName(Collective c);
+
+/// One predicted call.
+struct Prediction {
+  Collective collective = Collective::AllGather;
+  int nodes = 1;
+  int ranks = 1;
+  size_t bytes = 0;          ///< AllGather output / ReduceScatter input / AllReduce vector
+  std::string algorithm;     ///< the tuner's choice ("ring", "hierarchical", ...)
+  size_t chunkBytes = 0;
+  double predictedUs = 0;
+  double busGBps = 0;        ///< nccl-tests' bus bandwidth of the predicted time
+  double boundUs = 0;        ///< physical lower bound (see lowerBoundUs)
+  double boundBusGBps = 0;   ///< bus bandwidth at the lower bound
+};
+
+/// The tuner's plan for `c` of `bytes` on `nodes` nodes of `cluster` (ranks numbered node by
+/// node). `algorithm` forces one ("" = the tuner's choice).
+Prediction predictCollective(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                             const std::string& algorithm = "");
+
+/// Physical lower bound of a call (us), at full link speed (efficiency 1): on N > 1 nodes
+/// every node must inject (N-1)/N of the data at fabricGBps (twice for AllReduce), plus
+/// ceil(log2 N) fabric latencies; on one node each rank must take in (L-1)/L of it at
+/// localGBps, plus ceil(log2 L) local latencies.
+double lowerBoundUs(const Cluster& cluster, int nodes, Collective c, size_t bytes);
+
+/// nccl-tests' bus bandwidth (GB/s) of `bytes` in `us` on `ranks` ranks.
+double busBandwidthGBps(Collective c, size_t bytes, double us, int ranks);
+
+}  // namespace sharc::plan
