@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2
   clang libclang-rt-14-dev  # libFuzzer and the sanitizers' runtimes (tools/fuzz.sh, tools/sanitize.sh)
+  python3-matplotlib  # sharc-plan --plot and the validation/backtest plots (/usr/bin/python3)
   mmdebstrap  # the Debian 13 root with torch 2.6 for the PyTorch backend (tools/torch-env.sh)
 )
 
