@@ -19,7 +19,15 @@ bool overlapping(const void* a, const void* b, size_t n) {
 // Messages in flight per schedule. Bounding sends bounds what receivers may have to buffer as
 // unexpected messages; receives can be posted further ahead (they only help matching).
 constexpr size_t kMaxPostedSends = 32;
+// At most kMaxPostedRecvs receives are posted (providers run out of receive entries: tcp's
+// fi_trecv failed with ENOMEM at ~1,500), oldest first; receives ready out of schedule order
+// (an older one still waits on a local operation) may take only kMaxPostedRecvs -
+// kInOrderRecvs of them, so the oldest receive not yet posted always finds a place. (Posting
+// in the order they became ready let receives needed late fill the cap ahead of ones needed
+// now: a ring AllReduce of 100+ chunks per block posted its all-gather receives first, its
+// reduce-scatter receives never, and every rank waited until the timeout.)
 constexpr size_t kMaxPostedRecvs = 256;
+constexpr size_t kInOrderRecvs = 64;
 }  // namespace
 
 const char* collKindName(CollKind kind) {
@@ -89,6 +97,7 @@ Schedule::OpId Schedule::add(Op op) {
   ops_.push_back(std::move(op));
   ops_.back().transfer.owner = this;
   ops_.back().transfer.index = id;
+  if (ops_.back().kind == Kind::Recv) recvOrder_.push_back(id);
   return id;
 }
 
@@ -189,6 +198,29 @@ Schedule::OpId Schedule::divide(void* data, size_t count) {
   return add({.kind = Kind::Divide, .dst = data, .size = count});
 }
 
+std::vector<Schedule::OpInfo> Schedule::describeOps() const {
+  static_assert(static_cast<int>(OpKind::Send) == static_cast<int>(Kind::Send) &&
+                static_cast<int>(OpKind::Recv) == static_cast<int>(Kind::Recv) &&
+                static_cast<int>(OpKind::Reduce) == static_cast<int>(Kind::Reduce) &&
+                static_cast<int>(OpKind::Check) == static_cast<int>(Kind::Check));
+  const size_t elem = dataTypeSize(ctx_.type);
+  std::vector<OpInfo> out;
+  out.reserve(ops_.size());
+  for (const Op& op : ops_) {
+    const bool elements = op.kind == Kind::Reduce || op.kind == Kind::Divide;
+    out.push_back({.kind = static_cast<OpKind>(op.kind),
+                   .peer = op.peer,
+                   .slot = op.slot,
+                   .seq = op.seq,
+                   .ownSeq = op.ownSeq,
+                   .bytes = op.kind == Kind::Check ? 0
+                            : elements             ? op.size * elem
+                                                   : op.size,
+                   .dependents = op.dependents});
+  }
+  return out;
+}
+
 void Schedule::after(OpId op, OpId before) {
   ops_[before].dependents.push_back(op);
   ++ops_[op].pendingDeps;
@@ -210,7 +242,7 @@ void Schedule::complete(OpId id) {
       if (next.kind == Kind::Send)
         readySends_.push_back(d);
       else if (next.kind == Kind::Recv)
-        readyRecvs_.push_back(d);
+        readyRecvs_.push(d);
       else
         readyLocal_.push_back(d);
     }
@@ -318,7 +350,7 @@ Schedule::State Schedule::advance() {
       if (ops_[id].kind == Kind::Send)
         readySends_.push_back(id);
       else if (ops_[id].kind == Kind::Recv)
-        readyRecvs_.push_back(id);
+        readyRecvs_.push(id);
       else
         readyLocal_.push_back(id);
     }
@@ -326,9 +358,15 @@ Schedule::State Schedule::advance() {
   bool progressed = true;
   while (progressed && state_ == State::Running) {
     progressed = false;
-    while (!readyRecvs_.empty() && postedRecvs_ < kMaxPostedRecvs) {
-      if (!post(readyRecvs_.front())) break;
-      readyRecvs_.pop_front();
+    while (!readyRecvs_.empty()) {
+      while (oldestUnposted_ < recvOrder_.size() &&
+             ops_[recvOrder_[oldestUnposted_]].state >= OpState::Posted)
+        ++oldestUnposted_;
+      const bool inOrder = oldestUnposted_ < recvOrder_.size() &&
+                           readyRecvs_.top() == recvOrder_[oldestUnposted_];
+      if (postedRecvs_ >= (inOrder ? kMaxPostedRecvs : kMaxPostedRecvs - kInOrderRecvs)) break;
+      if (!post(readyRecvs_.top())) break;
+      readyRecvs_.pop();
       progressed = true;
     }
     while (!readySends_.empty() && postedSends_ < kMaxPostedSends && state_ == State::Running) {

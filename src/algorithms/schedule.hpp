@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <queue>
 #include <sharc/error.hpp>
 #include <sharc/types.hpp>
 #include <string>
@@ -103,6 +104,20 @@ class Schedule final : public transport::TransferOwner {
   size_t opCount() const { return ops_.size(); }
   const ScheduleContext& context() const { return ctx_; }
 
+  /// One operation as built, for replaying a schedule offline (src/plan/schedule_sim.cc).
+  enum class OpKind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite, Check };
+  struct OpInfo {
+    OpKind kind = OpKind::Check;
+    int peer = -1;      ///< communicator rank (transfers and remote copies)
+    uint32_t slot = 0;  ///< the tag's slot (transfers)
+    uint32_t seq = 0;   ///< the message's own sequence when ownSeq (point-to-point)
+    bool ownSeq = false;
+    size_t bytes = 0;                ///< bytes moved, copied, reduced (one input) or divided
+    std::vector<OpId> dependents{};  ///< operations that start only after this one
+  };
+  /// Every operation in id order (read-only: building state, before start).
+  std::vector<OpInfo> describeOps() const;
+
   // ---- running ----
   /// Posts what is ready and runs local operations; returns the state afterwards.
   State advance();
@@ -157,7 +172,11 @@ class Schedule final : public transport::TransferOwner {
   ScheduleContext ctx_;
   uint64_t tagBase_;
   std::deque<Op> ops_;  // deque: Transfer addresses stay fixed as ops are added
-  std::deque<OpId> readySends_, readyRecvs_, readyLocal_;
+  std::deque<OpId> readySends_, readyLocal_;
+  // Ready receives, oldest (lowest id) first (posting rules: schedule.cc, kInOrderRecvs).
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;
+  std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
+  size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted
   std::vector<ScratchPool::Buffer> scratch_;
   std::vector<std::function<std::string()>> checks_;  // Check ops (Op::size indexes it)
   State state_ = State::Running;
