@@ -72,6 +72,25 @@ Link measurePair(Communicator& pair, double stepUs) {
   return l;
 }
 
+// Single-copy rate between the two ranks of a one-node `pair` (cma.gbps): a ReduceScatter of
+// 16 MiB blocks, when the tuner runs it as direct_read (each rank reads its block from the
+// peer and reduces it: 2 handshakes + m/cma + m/reduce), less the handshakes and the
+// reduction. 0 where the pair does not run direct_read (no cross-memory attach).
+double measureCma(Communicator& pair, double alphaUs, double stepUs, double reduceGbps) {
+  const size_t count = kBig / sizeof(float);
+  if (pair.plan(CollectiveKind::ReduceScatter, count, DataType::Float32).algorithm != "direct_read")
+    return 0;
+  std::vector<float> in(2 * count, 1.0f), out(count);
+  const double us = medianUs(kReps, [&] {
+    pair.reduceScatter(in.data(), out.data(), count, DataType::Float32, RedOp::Sum);
+  });
+  double worst = us, slowest = 0;
+  pair.allReduce(&worst, &slowest, 1, DataType::Float64, RedOp::Max);
+  const double reduceUs = reduceGbps > 0 ? static_cast<double>(kBig) / 1e3 / reduceGbps : 0;
+  const double copyUs = slowest - 2 * (alphaUs + stepUs) - reduceUs;
+  return copyUs > 0 ? static_cast<double>(kBig) / 1e3 / copyUs : 0;
+}
+
 // The pair {0, other} as a communicator on those two ranks (nullptr elsewhere); every rank
 // calls it (split is collective).
 std::shared_ptr<Communicator> pairWith(Communicator& comm, int other) {
@@ -115,9 +134,14 @@ int runCalibration(Communicator& comm, const Options& options) {
         });
   }
   comm.broadcast(&stepUs, &stepUs, 1, DataType::Float64, 0);
+  comm.broadcast(&reduceGbps, &reduceGbps, 1, DataType::Float64, 0);
 
   Link local, fabric;
-  if (auto pair = pairWith(comm, localPeer)) local = measurePair(*pair, stepUs);
+  double cmaGbps = 0;
+  if (auto pair = pairWith(comm, localPeer)) {
+    local = measurePair(*pair, stepUs);
+    cmaGbps = measureCma(*pair, local.alphaUs, stepUs, reduceGbps);
+  }
   if (auto pair = pairWith(comm, remotePeer)) fabric = measurePair(*pair, stepUs);
   comm.barrier();
   if (rank != 0) return 0;
@@ -132,6 +156,10 @@ int runCalibration(Communicator& comm, const Options& options) {
   add("# 1-rank 8 B all_reduce %.2f us\nstep_us = %.3f\n", stepUs, stepUs);
   add("# 16 MiB memcpy, one core\ncopy.gbps = %.3f\n", copyGbps);
   add("# float32 sum kernel, 16 MiB\nreduce.gbps = %.3f\n", reduceGbps);
+  if (cmaGbps > 0)
+    add("# single-copy reads: ranks 0 and %d, direct_read ReduceScatter of 16 MiB blocks\n"
+        "cma.gbps = %.3f\n",
+        localPeer, cmaGbps);
   for (const auto& [name, l, peer] :
        {std::tuple{"local", local, localPeer}, std::tuple{"fabric", fabric, remotePeer}}) {
     if (!l.measured) {

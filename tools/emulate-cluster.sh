@@ -4,7 +4,17 @@
 #   tools/emulate-cluster.sh [options] -- COMMAND [ARGS...]
 #
 #   --nodes LIST    ranks per node, comma separated (default "2,2": 2 nodes of 2 ranks)
-#   --rate RATE     shape every node's link (tc netem rate, e.g. 2gbit); default unshaped
+#   --rate RATE     shape every node's link (tc netem rate, e.g. 2gbit); default unshaped.
+#                   Every rank gets SHARC_NIC_MBITS (the rate in Mbit/s): a veth reports a
+#                   fixed 10000 Mb/s in sysfs, so the tuner learns the emulated link's rate
+#                   from there (the link "known from the emulation"). Without sch_netem a
+#                   token bucket shapes the rate, with a burst of --burst (default 32kb:
+#                   two 16 KiB TSO segments, so that messages below that size do not pass
+#                   at the veth's own speed).
+#   --burst SIZE    the token bucket's burst (tc size, e.g. 32kb) where tbf shapes --rate
+#   --queue TIME    the most a packet waits in that bucket's queue (tbf latency; default
+#                   100ms): a deep queue delays the ACKs of the other direction behind
+#                   the data, which halves a full-duplex exchange over sockets with fixed buffers
 #   --delay TIME    one-way delay added on every node's link (e.g. 100us)
 #   --loss PCT      packet loss on every node's link (e.g. 0.1%)
 #   --rails K       K links per node (eth0..ethK-1, each on its own bridge and subnet
@@ -31,11 +41,15 @@ rate="" delay="" loss=""
 timeout_s=300
 port=29517
 rails=1
+burst=32kb
+queue=100ms
 names_file=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
+    --queue) queue=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
     --loss) loss=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
@@ -53,6 +67,25 @@ for m in "${perNode[@]}"; do
 done
 (( ${#perNode[@]} <= 250 )) || { echo "emulate-cluster: at most 250 nodes" >&2; exit 2; }
 [[ "$rails" =~ ^[1-8]$ ]] || { echo "emulate-cluster: --rails must be 1..8" >&2; exit 2; }
+
+# tc's rate syntax (bit/kbit/mbit/gbit/tbit; bps/kbps/mbps/gbps are bytes) in Mbit/s.
+rate_mbits() {
+  local v=${1,,} num unit
+  [[ "$v" =~ ^([0-9]+([.][0-9]+)?)([a-z]*)$ ]] || return 1
+  num=${BASH_REMATCH[1]} unit=${BASH_REMATCH[3]}
+  case "$unit" in
+    bit) awk -v n="$num" 'BEGIN{print n/1e6}' ;; kbit) awk -v n="$num" 'BEGIN{print n/1e3}' ;;
+    mbit) echo "$num" ;; gbit) awk -v n="$num" 'BEGIN{print n*1e3}' ;;
+    tbit) awk -v n="$num" 'BEGIN{print n*1e6}' ;; bps) awk -v n="$num" 'BEGIN{print n*8/1e6}' ;;
+    kbps) awk -v n="$num" 'BEGIN{print n*8/1e3}' ;; mbps) awk -v n="$num" 'BEGIN{print n*8}' ;;
+    gbps) awk -v n="$num" 'BEGIN{print n*8e3}' ;; *) return 1 ;;
+  esac
+}
+nic_mbits=""
+if [[ -n "$rate" ]]; then
+  nic_mbits=$(rate_mbits "$rate") ||
+    { echo "emulate-cluster: bad --rate '$rate' (tc rate, e.g. 200mbit or 1gbit)" >&2; exit 2; }
+fi
 
 if [[ $(id -u) -ne 0 ]] || ! command -v ip >/dev/null; then
   echo "emulate-cluster: SKIP: needs root and iproute2 to make network namespaces" >&2
@@ -107,7 +140,11 @@ for ((i = 0; i < ${#perNode[@]}; ++i)); do
         2>/dev/null; then
         # Kernels without sch_netem: a token bucket can still shape the rate (not delay/loss).
         if [[ -n "$rate" && -z "$delay$loss" ]]; then
-          ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst 256kb latency 100ms
+          ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency "$queue"
+          # And the switch's port towards the node: a NIC's rate holds in both directions
+          # (without it a node could receive from several others at once faster than --rate).
+          ip netns exec "$switch" tc qdisc add dev "$port_end" root tbf rate "$rate" \
+            burst "$burst" latency "$queue"
         else
           echo "emulate-cluster: tc netem is not available (kernel module sch_netem)" >&2
           exit 1
@@ -149,6 +186,7 @@ for ((i = 0; i < ${#perNode[@]}; ++i)); do
   for ((j = 0; j < perNode[i]; ++j)); do
     envs=(SHARC_ROOT="198.18.0.1:$port" SHARC_RANK=$rank SHARC_WORLD_SIZE=$world
           SHARC_NODE_ID="node$i" SHARC_SOCKET_IFNAME=eth0)
+    [[ -n "$nic_mbits" ]] && envs+=(SHARC_NIC_MBITS="$nic_mbits")
     if ((rails > 1)); then
       nics=eth0
       for ((r = 1; r < rails; ++r)); do nics+=",eth$r"; done

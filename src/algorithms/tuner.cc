@@ -37,6 +37,14 @@
 //                 DirectRead         4*(o*a + (n-1)*s) + o*(n-1)*m*(2c + g)
 //                 Hierarchical       its ReduceScatter then its AllGather on V/n blocks
 //
+// Fabric defaults come from the host (TunerParams::fromConfig): b_fabric from the line rate
+// of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload
+// share of a frame; on a half-duplex fabric (tcp) a pair that exchanges more than the eager
+// size over one connection takes turns: that connection carries 2x (fabric.half_duplex).
+// A forced algorithm is costed as the schedule that really runs for it (runsAs). The
+// single-copy algorithms' c is 1/cma.gbps where set (cross-memory attach pins the peer's
+// pages: 0.65 GB/s against a 13.5 GB/s memcpy on the project's host, --calibrate -N 2).
+//
 // For flat algorithms on several nodes the fabric load follows from the rank order: on a
 // ring numbered node by node each node has one edge out, so its link carries (n-1)/n of the
 // total for AllGather; interleaved orders cross more often and load the link more.
@@ -73,6 +81,7 @@ namespace {
 //   alpha + step near 2.5 us and the direct-write crossover near 16-32 KiB as measured.
 constexpr LinkParams kLocal{1.5, 3.5};
 constexpr LinkParams kFabric{40.0, 1.8};
+constexpr double kEagerBytes = 16 << 10;
 constexpr double kCopyGbps = 8.0;
 // Shared-memory messages up to this size move at cache speed (one slot of the transport's
 // FIFO, shm_endpoint.cc); 16 KiB when ranks outnumber cores. Larger ones were measured to
@@ -135,6 +144,7 @@ class Model {
     bl_ = p.local.usPerByte();
     bf_ = p.fabric.usPerByte();
     c_ = 1.0 / (p.copyGbps * 1e3);
+    cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
     g_ = 1.0 / (p.reduceGbps * 1e3);
   }
@@ -147,6 +157,11 @@ class Model {
   // Latency of one round of local messages.
   double localLatency() const { return o_ * p_.local.alphaUs + (o_ > 1 ? o_ * p_.switchUs : 0); }
 
+  // Whether an exchange of x bytes each way over one connection takes turns: on a half-duplex
+  // fabric, for messages past the eager size (rxm's 16 KiB buffers; larger ones go by
+  // rendezvous, where the turns were measured; smaller ones were not seen to).
+  bool halfDuplex(double x) const { return p_.fabricHalfDuplex && x > kEagerBytes; }
+
   int n() const { return n_; }
   int nodes() const { return nodes_; }
   int maxLocal() const { return maxLocal_; }
@@ -154,7 +169,7 @@ class Model {
   // One step: every rank r sends x bytes to peer(r) (and receives as much).
   void step(Cost& k, const std::function<int(int)>& peer, double x, bool reduce,
             bool chunked) const {
-    bool anyLocal = false, anyCross = false;
+    bool anyLocal = false, anyCross = false, exchange = false;
     std::vector<double> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
     for (int r = 0; r < n_; ++r) {
       const int q = peer(r);
@@ -165,12 +180,16 @@ class Model {
         anyLocal = true;
       } else {
         anyCross = true;
+        exchange = exchange || peer(q) == r;
         out[node_[r]] += x;
         in[node_[q]] += x;
       }
     }
     double load = 0;
     for (int i = 0; i < nodes_; ++i) load = std::max({load, out[i], in[i]});
+    // A pair that exchanges over one connection moves its two directions in turn where the
+    // fabric is half duplex per connection (tcp): that connection carries 2x.
+    if (exchange && halfDuplex(x)) load = std::max(load, 2 * x);
     const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, load * bf_);
     k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
     // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
@@ -196,7 +215,7 @@ class Model {
   // `reduced` reduced) by each rank.
   void singleCopy(Cost& k, int handshakes, double bytes, double reduced) const {
     k.latency += handshakes * (localLatency() + (n_ - 1) * p_.stepUs);
-    k.transfer += o_ * bytes * c_;
+    k.transfer += o_ * bytes * cma_;  // cross-memory attach: pins the peer's pages, then copies
     k.reduce += o_ * reduced * g_;
     k.steps += handshakes;
   }
@@ -234,6 +253,7 @@ class Model {
       load = std::max(load, here * static_cast<double>(n_ - here) * x);
       localPeers = std::max(localPeers, here - 1);
     }
+    if (load > 0 && halfDuplex(x)) load = std::max(load, 2 * x);  // see step()
     k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
     k.transfer += std::max(o_ * localPeers * x * localPerByte(x), load * bf_);
     pipeline(k, x, o_ * localPerByte(x), false);
@@ -245,7 +265,7 @@ class Model {
   const TunerParams& p_;
   int n_ = 1, nodes_ = 1, maxLocal_ = 1;
   size_t chunk_ = 1u << 20;
-  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0;
+  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
   std::vector<int> node_;
   mutable double fill_ = 0;
 };
@@ -348,6 +368,33 @@ void allReduce(const Model& md, Cost& k, Algorithm a, double v) {
   }
 }
 
+// What the schedule builders (all_gather.cc, reduce_scatter.cc, all_reduce.cc) really run for
+// a forced algorithm: SHARC_ALGO=direct_write on a ReduceScatter runs the ring, a recursive
+// doubling on a group that is not a power of two runs Bruck, the single-copy forms need
+// cross-memory attach. The model costs that, not the name.
+Algorithm runsAs(const CallShape& s, Algorithm a) {
+  const bool pow2 = isPowerOfTwo(s.nranks);
+  const bool single = s.locality == Locality::OneHostSingleCopy;
+  switch (s.kind) {
+    case CollKind::AllGather:
+      if (a == Algorithm::RecursiveDoubling && !pow2) return Algorithm::Bruck;
+      if ((a == Algorithm::DirectRead || a == Algorithm::DirectWrite) && !single)
+        return Algorithm::Direct;
+      return a == Algorithm::DirectRead ? Algorithm::DirectWrite : a;
+    case CollKind::ReduceScatter:
+      if (a == Algorithm::RecursiveDoubling && !pow2) return Algorithm::Bruck;
+      if (a == Algorithm::Direct || a == Algorithm::DirectWrite) return Algorithm::Ring;
+      if (a == Algorithm::DirectRead && !single) return Algorithm::Ring;
+      return a;
+    case CollKind::AllReduce:
+      if (a == Algorithm::Bruck) return Algorithm::RecursiveDoubling;
+      if (a == Algorithm::Direct || a == Algorithm::DirectWrite) return Algorithm::Ring;
+      if (a == Algorithm::DirectRead && !single) return Algorithm::Ring;
+      return a;
+    default: return a;
+  }
+}
+
 std::string fmtBytes(size_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
   if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + "K";
@@ -369,33 +416,7 @@ TunerParams TunerParams::defaults() {
   // handshake rounds), and direct at 0.3-0.5x direct_write's bandwidth from 256 KiB up.
   p.localCacheGbps = 12.0;
   p.switchUs = 4.0;
-  return p;
-}
-
-TunerParams TunerParams::fromConfig(const core::Config& config) {
-  TunerParams p = defaults();
-  for (const auto& [key, value] : config.tuner) {
-    if (key == "local.alpha_us")
-      p.local.alphaUs = value;
-    else if (key == "local.gbps")
-      p.local.gbps = value;
-    else if (key == "fabric.alpha_us")
-      p.fabric.alphaUs = value;
-    else if (key == "fabric.gbps")
-      p.fabric.gbps = value;
-    else if (key == "copy.gbps")
-      p.copyGbps = value;
-    else if (key == "reduce.gbps")
-      p.reduceGbps = value;
-    else if (key == "step_us")
-      p.stepUs = value;
-    else if (key == "cores")
-      p.cores = static_cast<int>(value);
-    else if (key == "local.cache_gbps")
-      p.localCacheGbps = value;
-    else if (key == "switch_us")
-      p.switchUs = value;
-  }
+  p.fabricHalfDuplex = true;  // this machine's fabric is tcp
   return p;
 }
 
@@ -404,9 +425,11 @@ std::string TunerParams::toText() const {
   std::snprintf(buf, sizeof buf,
                 "local.alpha_us = %.3f\nlocal.gbps = %.3f\nfabric.alpha_us = %.3f\n"
                 "fabric.gbps = %.3f\ncopy.gbps = %.3f\nreduce.gbps = %.3f\nstep_us = %.3f\n"
-                "cores = %d\nlocal.cache_gbps = %.3f\nswitch_us = %.3f\n",
+                "cores = %d\nlocal.cache_gbps = %.3f\nswitch_us = %.3f\nfabric.half_duplex = %d\n"
+                "cma.gbps = %.3f\n",
                 local.alphaUs, local.gbps, fabric.alphaUs, fabric.gbps, copyGbps, reduceGbps,
-                stepUs, cores, localCacheGbps, switchUs);
+                stepUs, cores, localCacheGbps, switchUs, fabricHalfDuplex ? 1 : 0,
+                cmaGbps > 0 ? cmaGbps : copyGbps);
   return buf;
 }
 
@@ -475,6 +498,12 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
                   algorithmName(a), k.steps, k.fabric ? " (fabric)" : "", k.latency, k.transfer,
                   k.reduce, k.pipeline, fmtBytes(chunkBytes).c_str(), k.total());
     *breakdown = buf;
+    if (k.fabric) {  // which link the prediction assumed, and where it came from
+      std::snprintf(buf, sizeof buf, "; fabric %.4g GB/s, alpha %.0f us%s (%s)", p.fabric.gbps,
+                    p.fabric.alphaUs, p.fabricHalfDuplex ? ", half duplex" : "",
+                    p.fabricSource.c_str());
+      *breakdown += buf;
+    }
   }
   return k.total();
 }
@@ -494,6 +523,10 @@ Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   // Two levels need several nodes and a node with several ranks; else the ring is what runs.
   if (forced == Algorithm::Hierarchical && !(shape.nodes && hierApplies(*shape.nodes)))
     forced = Algorithm::Ring;
+  // A forced name that runs as another schedule keeps the chunk it had (SHARC_CHUNK_BYTES or
+  // its default), as the schedule it runs is built with that chunk.
+  const bool keepChunk = forced && !chunkMatters(*forced);
+  if (forced) forced = runsAs(shape, *forced);
   const std::vector<Algorithm> options =
       forced ? std::vector<Algorithm>{*forced} : candidates(shape);
   const size_t cap = std::max<size_t>(4096, shape.maxMessageBytes);
@@ -501,7 +534,7 @@ Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   best.predictedUs = -1;
   for (Algorithm a : options) {
     std::vector<size_t> chunks;
-    if (shape.chunkBytesSet || !chunkMatters(a)) {
+    if (shape.chunkBytesSet || keepChunk || !chunkMatters(a)) {
       chunks.push_back(std::min(shape.chunkBytes, cap));
     } else {
       for (size_t c : kChunkChoices)

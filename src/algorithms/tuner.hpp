@@ -44,10 +44,29 @@ struct TunerParams {
   /// [switch_us] with more local ranks than cores, what each round of local messages adds
   /// per rank sharing a core (the peers must be scheduled in turn).
   double switchUs = 0;
+  /// Where `fabric` came from: "built-in", "sysfs: ..." or "SHARC_NIC_MBITS: ..." (NIC line
+  /// rate, see fromConfig), "SHARC_TUNER_FILE" once the file sets it.
+  std::string fabricSource = "built-in";
+  /// [fabric.half_duplex] 1: a connection between two ranks moves one direction at a time,
+  /// so a pair that exchanges across nodes (recursive doubling, a 2-rank ring, direct) takes
+  /// twice as long as a one-way transfer. Measured for tcp (libfabric tcp;ofi_rxm) on the
+  /// emulated cluster, 1 rank on each of 2 nodes, 200mbit: 16 MiB all_gather (8 MiB each way
+  /// on one connection) 590-710 ms against 351 ms for 8 MiB on the wire, while a 3-node ring
+  /// (each connection one way) takes 1.16x the wire time and the kernel's own TCP moves both
+  /// directions of two sockets at 184 Mbit/s each. defaults() and fromConfig set it unless
+  /// the provider is efa; a default-constructed TunerParams (sharc-plan's clusters) has 0.
+  bool fabricHalfDuplex = false;
+  /// [cma.gbps] what one rank's single-copy read or write of a peer's buffer moves (cross-
+  /// memory attach pins the peer's pages, then copies); 0: copy.gbps. sharc-perf --calibrate
+  /// measures it where it can: it differs from a memcpy by host (issue 14: a 2-rank 64 MiB
+  /// direct_read ReduceScatter moved ~1.1 GB/s where memcpy runs at 8).
+  double cmaGbps = 0;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();
-  /// The defaults overlaid with the SHARC_TUNER_FILE settings of `config`.
+  /// The defaults with the fabric link the host describes (the summed line rate of the NICs
+  /// of SHARC_NICS, else FI_TCP_IFACE, from sysfs or SHARC_NIC_MBITS; alpha by provider),
+  /// overlaid with the SHARC_TUNER_FILE settings of `config`.
   static TunerParams fromConfig(const core::Config& config);
   /// `key = value` lines, every key (the form SHARC_TUNER_FILE takes).
   std::string toText() const;
@@ -73,6 +92,13 @@ struct Plan {
   double predictedUs = 0;        ///< the model's time for the call
   std::string breakdown;         ///< one line: the terms of the prediction
 };
+
+/// The fabric link this host describes for `config`: bandwidth from the summed line rate of
+/// the NICs of SHARC_NICS (else FI_TCP_IFACE), read from sysfs or SHARC_NIC_MBITS, times the
+/// transport's payload share (tcp: 1448 of 1514 bytes a frame, capped at the built-in 1.8
+/// GB/s its copies reach; efa: the line rate); alpha by provider (tcp 40 us, efa 75 us). The
+/// built-in link where no NIC rate is known. `source` (if given) says which.
+LinkParams hostFabric(const core::Config& config, std::string* source = nullptr);
 
 /// The algorithms that can run `shape` (before any override), in a fixed order.
 std::vector<Algorithm> candidates(const CallShape& shape);

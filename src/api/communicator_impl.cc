@@ -38,8 +38,7 @@ std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
 }
 
-algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type,
-                                  bool withBreakdown) const {
+algo::CallShape CommunicatorImpl::shapeOf(CollKind kind, size_t count, DataType type) const {
   const CommState& c = *state_;
   const core::Config& config = core::Config::get();
   algo::CallShape shape;
@@ -52,7 +51,88 @@ algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type,
   shape.chunkBytes = config.chunkBytes;
   shape.chunkBytesSet = config.chunkBytesSet;
   shape.override = c.algos;
-  return algo::plan(shape, tunerParams(), withBreakdown);
+  return shape;
+}
+
+CommState::StaticPlan CommunicatorImpl::staticPlan(CollKind kind, size_t count, DataType type,
+                                                   bool withBreakdown) const {
+  const algo::CallShape shape = shapeOf(kind, count, type);
+  const algo::AlgorithmOverride& o = state_->algos;
+  const bool forced = (kind == CollKind::AllGather && o.allGather) ||
+                      (kind == CollKind::ReduceScatter && o.reduceScatter) ||
+                      (kind == CollKind::AllReduce && o.allReduce);
+  CommState::StaticPlan out{algo::plan(shape, tunerParams(), withBreakdown), forced};
+  LearnedPlan chosen;
+  if (!forced && state_->size > 1 && fileChoice(shape, state_->nodes.nodes(), chosen)) {
+    out.plan.algorithm = chosen.algorithm;
+    out.plan.chunkBytes = chosen.chunkBytes;
+    out.plan.predictedUs = algo::predictUs(shape, chosen.algorithm, chosen.chunkBytes,
+                                           tunerParams(), withBreakdown ? &out.plan.breakdown : nullptr);
+    if (withBreakdown) out.plan.breakdown += " [SHARC_TUNER_FILE choice]";
+    out.fixed = true;
+  }
+  return out;
+}
+
+algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type,
+                                  bool withBreakdown) const {
+  const CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
+  if (s.fixed) return s.plan;
+  LearnedPlan learned;
+  std::string note;
+  {
+    std::lock_guard<std::mutex> lock(state_->engine->mu);
+    const uint64_t key = uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * dataTypeSize(type));
+    if (!state_->learner.settled(key, learned, &note)) return s.plan;
+  }
+  algo::Plan p = s.plan;
+  const algo::CallShape shape = shapeOf(kind, count, type);
+  p.algorithm = learned.algorithm;
+  p.chunkBytes = learned.chunkBytes;
+  p.predictedUs = algo::predictUs(shape, p.algorithm, p.chunkBytes, tunerParams(),
+                                  withBreakdown ? &p.breakdown : nullptr);
+  if (withBreakdown) p.breakdown += " [" + note + "]";
+  return p;
+}
+
+void CommunicatorImpl::agreeIfDue(uint64_t planKey) {
+  CommState& c = *state_;
+  std::shared_ptr<RequestState> pending;
+  bool decide = false;
+  LearnedTuner::Agreement* agreement = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(c.engine->mu);
+    if (c.aborted) return;
+    decide = c.learner.decisionDue(planKey, pending);
+    if (!decide) agreement = c.learner.agreementToIssue(planKey, c.recorder);
+  }
+  if (decide) {
+    // Issued at the previous call of this shape: normally long done.
+    if (pending) waitRequest(*pending, c.timeout.load());
+    pending.reset();
+    std::string line;
+    {
+      std::lock_guard<std::mutex> lock(c.engine->mu);
+      if (c.aborted) return;  // the agreement failed: this call fails as well
+      line = c.learner.decide(planKey);
+    }
+    SHARC_INFO("rank " << c.rank << ": " << line);
+  } else if (agreement) {
+    // The same call of this shape on every rank: one small AllReduce(max) of the medians, so
+    // that every rank decides from the same numbers (the slowest rank's view of each plan).
+    c.internalCall = "tuner";
+    Request req;
+    try {
+      req = start(CollKind::AllReduce, agreement->mine.data(), agreement->all.data(),
+                  agreement->mine.size(), DataType::Float64, RedOp::Max, 0);
+    } catch (...) {
+      c.internalCall = "";
+      throw;
+    }
+    c.internalCall = "";
+    std::lock_guard<std::mutex> lock(c.engine->mu);
+    c.learner.issued(planKey, req.state_);
+  }
 }
 
 void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
@@ -123,38 +203,50 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
                     "that takes a cudaStream_t)");
   }
   CommState& c = *state_;
+  const size_t elem = dataTypeSize(type);
+  // Training loops repeat the same few shapes: plans are kept per (collective, bytes).
+  const uint64_t planKey = uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * elem);
+  // The learning tuner's shapes: the collectives the user calls (not sharc's own calls).
+  const bool learnable = *c.internalCall == '\0' && c.size > 1 && count > 0 &&
+                         (kind == CollKind::AllGather || kind == CollKind::ReduceScatter ||
+                          kind == CollKind::AllReduce);
+  if (learnable) agreeIfDue(planKey);
   Engine& engine = *c.engine;
   std::lock_guard<std::mutex> lock(engine.mu);
   if (c.aborted) invalid(Result::RemoteError, c.rank, kind, c.abortMessage);
 
-  const size_t elem = dataTypeSize(type);
   algo::ScheduleContext ctx = baseContext(
       kind, type,
       (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum, count);
   ctx.seq = ++c.calls;
   if (core::FaultPlan* faults = core::FaultPlan::active())  // SHARC_FAULT: faults to inject
     faults->atCall(c.id, static_cast<int>(c.peers[static_cast<size_t>(c.rank)]), ctx.seq);
-  // The tuner's plan; it also moves the log-step algorithms (whole blocks in one message) to
-  // the chunked ring where a message could exceed the provider's largest.
-  // Training loops repeat the same few shapes: the last plans are kept per communicator.
-  const uint64_t planKey =
-      uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * dataTypeSize(type));
+  // The static plan (SHARC_ALGO, the tuner file's choice or the model's); the model also moves
+  // the log-step algorithms (whole blocks in one message) to the chunked ring where a message
+  // could exceed the provider's largest.
   auto cached = c.plans.find(planKey);
   if (cached == c.plans.end()) {
     if (c.plans.size() >= 256) c.plans.clear();
-    cached = c.plans.emplace(planKey, this->plan(kind, count, type, false)).first;
+    cached = c.plans.emplace(planKey, staticPlan(kind, count, type, false)).first;
   }
-  const algo::Plan& plan = cached->second;
+  LearnedPlan plan{cached->second.plan.algorithm, cached->second.plan.chunkBytes};
+  bool explore = false;  // a call of the learning tuner's exploration: timed
+  if (learnable && !cached->second.fixed)
+    plan = c.learner.next(planKey, shapeOf(kind, count, type), tunerParams(), plan, c.recorder,
+                          explore);
   const algo::Algorithm algorithm = plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
-  // INFO shows each change of algorithm per collective (not every call: that is TRACE).
+  // INFO shows each change of algorithm per collective (not every call: that is TRACE), but
+  // not the exploration's.
   auto& last = c.lastAlgorithm[static_cast<size_t>(kind) % c.lastAlgorithm.size()];
-  if (last != static_cast<int>(algorithm)) {
+  if (!explore && last != static_cast<int>(algorithm)) {
     last = static_cast<int>(algorithm);
+    std::string breakdown;
+    algo::predictUs(shapeOf(kind, count, type), algorithm, plan.chunkBytes, tunerParams(),
+                    &breakdown);
     SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
                        << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
-                       << ", chunk " << plan.chunkBytes << " ("
-                       << this->plan(kind, count, type, true).breakdown << ")");
+                       << ", chunk " << plan.chunkBytes << " (" << breakdown << ")");
   }
   auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
 
@@ -187,7 +279,10 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   e.path = c.path;
   e.state = TraceState::Started;
   e.queuedNs = e.startedNs = wallClockNs();
-  return launch(std::move(schedule), e.id);
+  const uint64_t traceId = e.id;
+  Request request = launch(std::move(schedule), traceId);
+  if (explore) c.learner.track(planKey, traceId);
+  return request;
 }
 
 algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type, RedOp op,
@@ -295,6 +390,22 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   if (destroyed_) return;
   stopStreamCalls();
   CommState& c = *state_;
+  // The learned choices, for the next job's SHARC_TUNER_FILE: one rank per communicator
+  // (every rank holds the same).
+  if (const std::string& save = core::Config::get().tunerSave; !save.empty() && c.rank == 0) {
+    std::vector<core::TunerChoice> choices;
+    {
+      std::lock_guard<std::mutex> lock(c.engine->mu);
+      choices = c.learner.choices(c.size, c.nodes.nodes());
+    }
+    try {
+      if (!choices.empty()) saveChoices(save, choices);
+      SHARC_INFO("rank " << c.rank << ": " << choices.size() << " learned choices saved to "
+                         << save);
+    } catch (const std::exception& e) {
+      SHARC_WARN("rank " << c.rank << ": destroy: " << e.what());
+    }
+  }
   bool aborted;
   {
     // The watch thread sets it (a peer's abort notice) under the engine's lock.

@@ -19,6 +19,7 @@
 #include "algorithms/selector.hpp"
 #include "algorithms/tuner.hpp"
 #include "flight_recorder.hpp"
+#include "learned_tuner.hpp"
 #include "transport/endpoint.hpp"
 
 namespace sharc::gpu {
@@ -147,9 +148,17 @@ class CommState final : public transport::TransferOwner {
   bool userAborted = false;  ///< failed through Communicator::abort
   bool dumped = false;       ///< its failure has been written to SHARC_TRACE_DIR
   std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
-  /// Recent tuner plans by (collective, bytes): every input of the plan but these is fixed
+  /// A plan that needs no measurement: SHARC_ALGO's, the SHARC_TUNER_FILE choice or the
+  /// model's.
+  struct StaticPlan {
+    algo::Plan plan;
+    bool fixed = false;  ///< SHARC_ALGO or the file chose it: not learned
+  };
+  /// Recent static plans by (collective, bytes): every input of the plan but these is fixed
   /// for the communicator's life.
-  std::unordered_map<uint64_t, algo::Plan> plans;
+  std::unordered_map<uint64_t, StaticPlan> plans;
+  /// What the learning tuner measured and chose per (collective, bytes).
+  LearnedTuner learner{core::Config::get().tunerLearn, core::Config::get().tunerLearnAfter};
   /// Point-to-point sequences per (peer << 32 | slot), sends and receives apart.
   std::unordered_map<uint64_t, uint32_t> sendSeq, recvSeq;
   bool aborted = false;
@@ -238,7 +247,8 @@ class CommunicatorImpl {
   /// Validates, builds the schedule of `kind` and starts it.
   Request start(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root);
-  /// The tuner's plan for a call of `kind` with `count` elements of `type`.
+  /// The plan a call of `kind` with `count` elements of `type` gets now: SHARC_ALGO, else
+  /// the SHARC_TUNER_FILE choice, else the learned one once settled, else the model's.
   algo::Plan plan(algo::CollKind kind, size_t count, DataType type,
                   bool withBreakdown = true) const;
   std::shared_ptr<Communicator> split(int color, int key);
@@ -268,6 +278,14 @@ class CommunicatorImpl {
  private:
   void validate(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root) const;
+  // What the cost model sees of a call here.
+  algo::CallShape shapeOf(algo::CollKind kind, size_t count, DataType type) const;
+  // SHARC_ALGO's plan, else the SHARC_TUNER_FILE choice, else the model's.
+  CommState::StaticPlan staticPlan(algo::CollKind kind, size_t count, DataType type,
+                                   bool withBreakdown) const;
+  // The learning tuner's agreement on a shape: issues it (an internal AllReduce) at the call
+  // after its exploration, and decides at the next call (learned_tuner.hpp).
+  void agreeIfDue(uint64_t planKey);
   // Fills what every schedule of this communicator shares (engine lock held).
   algo::ScheduleContext baseContext(algo::CollKind kind, DataType type, RedOp op, size_t count);
   // Registers a built schedule and posts what it can (engine lock held).

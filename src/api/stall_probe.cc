@@ -64,7 +64,10 @@ std::string localProcessState(int32_t pid) {
 }
 
 uint8_t internalCode(const char* internal) {
-  return std::strcmp(internal, "split") == 0 ? 1 : std::strcmp(internal, "destroy") == 0 ? 2 : 0;
+  return std::strcmp(internal, "split") == 0     ? 1
+         : std::strcmp(internal, "destroy") == 0 ? 2
+         : std::strcmp(internal, "tuner") == 0   ? 3
+                                                 : 0;
 }
 
 }  // namespace
@@ -92,6 +95,7 @@ std::string ProbeCall::describe() const {
   os << ")";
   if (internal == 1) os << " [sharc's exchange inside split]";
   if (internal == 2) os << " [the closing barrier of destroy]";
+  if (internal == 3) os << " [the learning tuner's agreement]";
   return os.str();
 }
 

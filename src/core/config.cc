@@ -142,6 +142,7 @@ std::map<std::string, double> parseTunerText(const std::string& text, const std:
       throw Error(Result::InvalidArgument,
                   where + ": '" + body + "' is malformed: expected `key = value`");
     const std::string key = trim(body.substr(0, eq)), value = trim(body.substr(eq + 1));
+    if (key.starts_with("choice.")) continue;  // learned choices: parseTunerChoices
     const bool known = std::any_of(std::begin(kTunerKeys), std::end(kTunerKeys),
                                    [&](const char* k) { return key == k; });
     if (!known) {
@@ -162,6 +163,59 @@ std::map<std::string, double> parseTunerText(const std::string& text, const std:
                        : zeroOk       ? "a non-negative number of microseconds"
                                       : "a positive number (GB/s)"));
     out[key] = v;
+  }
+  return out;
+}
+
+std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::string& path) {
+  static constexpr const char* kForm =
+      "`choice.<allgather|reducescatter|allreduce>.<bytes>.<ranks>.<nodes> = <algorithm> "
+      "chunk=<bytes>` with algorithm one of ring, recursive_doubling, bruck, direct, "
+      "direct_read, direct_write, hierarchical";
+  static constexpr const char* kAlgorithms[] = {"ring",        "recursive_doubling", "bruck",
+                                                "direct",      "direct_read",        "direct_write",
+                                                "hierarchical"};
+  std::vector<TunerChoice> out;
+  std::stringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string body = trim(line.substr(0, line.find('#')));
+    const size_t eq = body.find('=');
+    if (eq == std::string::npos || !trim(body.substr(0, eq)).starts_with("choice.")) continue;
+    const std::string key = trim(body.substr(0, eq)), value = trim(body.substr(eq + 1));
+    const auto bad = [&] {
+      throw Error(Result::InvalidArgument, "SHARC_TUNER_FILE '" + path + "' line " +
+                                               std::to_string(number) + ": '" + body +
+                                               "' is malformed: expected " + kForm);
+    };
+    std::vector<std::string> parts;
+    std::stringstream keyParts(key);
+    for (std::string part; std::getline(keyParts, part, '.');) parts.push_back(part);
+    TunerChoice c;
+    uint64_t ranks = 0, nodes = 0;
+    if (parts.size() != 5 || !parseUnsigned(parts[2], c.bytes) || !parseUnsigned(parts[3], ranks) ||
+        !parseUnsigned(parts[4], nodes) || ranks < 1 || ranks > (1u << 20) || nodes < 1 ||
+        nodes > ranks)
+      bad();
+    c.collective = parts[1];
+    if (c.collective != "allgather" && c.collective != "reducescatter" &&
+        c.collective != "allreduce")
+      bad();
+    c.ranks = static_cast<int>(ranks);
+    c.nodes = static_cast<int>(nodes);
+    std::stringstream words(value);
+    std::string chunk;
+    if (!(words >> c.algorithm >> chunk) || !chunk.starts_with("chunk=") || (words >> chunk))
+      bad();
+    if (std::none_of(std::begin(kAlgorithms), std::end(kAlgorithms),
+                     [&](const char* a) { return c.algorithm == a; }))
+      bad();
+    uint64_t chunkBytes = 0;
+    if (!parseUnsigned(chunk.substr(6), chunkBytes) || chunkBytes < 4096 ||
+        chunkBytes > (uint64_t{1} << 40))
+      bad();
+    c.chunkBytes = static_cast<size_t>(chunkBytes);
+    out.push_back(std::move(c));
   }
   return out;
 }
@@ -194,7 +248,16 @@ Config Config::load() {
       badValue("SHARC_TUNER_FILE", *v, "a file of at most 1 MiB of `key = value` lines");
     config.tunerFile = *v;
     config.tuner = parseTunerText(text, *v);
+    config.tunerChoices = parseTunerChoices(text, *v);
   }
+  if (auto v = envValue("SHARC_TUNER_LEARN"))
+    config.tunerLearn = parseSwitch("SHARC_TUNER_LEARN", *v);
+  if (auto v = envValue("SHARC_TUNER_LEARN_AFTER")) {
+    const char* expected = "a positive number of calls of one shape";
+    config.tunerLearnAfter = parseIntVar("SHARC_TUNER_LEARN_AFTER", *v, expected);
+    if (config.tunerLearnAfter < 1) badValue("SHARC_TUNER_LEARN_AFTER", *v, expected);
+  }
+  if (auto v = envValue("SHARC_TUNER_SAVE")) config.tunerSave = *v;  // written at destroy
   if (auto v = envValue("SHARC_NODE_ID")) config.nodeId = *v;
   if (auto v = envValue("SHARC_SOCKET_IFNAME")) config.socketIfname = *v;
   // Only stored: the topology loader reports a missing or unreadable file with the path.
@@ -217,6 +280,13 @@ Config Config::load() {
     while (std::getline(items, item, ','))
       if (!item.empty()) config.nics.push_back(item);
     if (config.nics.empty()) badValue("SHARC_NICS", *v, "a comma-separated list of NIC names");
+  }
+  if (auto v = envValue("FI_TCP_IFACE")) config.tcpIface = *v;
+  if (auto v = envValue("SHARC_NIC_MBITS")) {
+    char* end = nullptr;
+    config.nicMbits = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !(config.nicMbits > 0) || config.nicMbits > 1e7)
+      badValue("SHARC_NIC_MBITS", *v, "a positive line rate in Mbit/s (e.g. 1000)");
   }
   if (auto v = envValue("SHARC_TRACE_ENTRIES")) {
     const char* expected = "a positive number of operations";

@@ -12,6 +12,17 @@ namespace sharc::core {
 
 enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
 
+/// One learned choice of a SHARC_TUNER_FILE:
+/// `choice.<collective>.<bytes per rank>.<ranks>.<nodes> = <algorithm> chunk=<bytes>`.
+struct TunerChoice {
+  std::string collective;  ///< "allgather", "reducescatter" or "allreduce"
+  uint64_t bytes = 0;      ///< count * element size (per rank; the whole vector for AllReduce)
+  int ranks = 0;
+  int nodes = 0;
+  std::string algorithm;  ///< a SHARC_ALGO name: ring, recursive_doubling, bruck, direct, ...
+  size_t chunkBytes = 0;  ///< >= 4096
+};
+
 /// Settings taken from the environment once per process (or per call to load()).
 struct Config {
   LogLevel logLevel = LogLevel::Warn;         ///< SHARC_DEBUG=NONE|WARN|INFO|TRACE
@@ -26,6 +37,18 @@ struct Config {
   std::string tunerFile;  ///< SHARC_TUNER_FILE: cost-model parameters ("" = built-in)
   /// The settings of SHARC_TUNER_FILE (key -> value; see kTunerKeys).
   std::map<std::string, double> tuner;
+  /// The learned choices of SHARC_TUNER_FILE (`choice.` lines; src/api/learned_tuner.hpp).
+  std::vector<TunerChoice> tunerChoices;
+  /// SHARC_TUNER_LEARN: for shapes called often, measure the model's runner-up algorithms
+  /// and chunks and keep the fastest (0 = the model's choice only).
+  bool tunerLearn = true;
+  /// SHARC_TUNER_LEARN_AFTER: calls of one shape on one communicator before it is explored
+  /// (64: more than a default sharc-perf size makes, 2 x (5 + 20 + 1)).
+  int tunerLearnAfter = 64;
+  /// SHARC_TUNER_SAVE: file the learned choices are merged into (with this job's
+  /// SHARC_TUNER_FILE parameters) when a communicator is destroyed, in SHARC_TUNER_FILE form
+  /// ("" = not written).
+  std::string tunerSave;
   bool shm = true;  ///< SHARC_SHM: ranks of one node exchange through sharc's shared memory
   /// SHARC_CUDA_IPC: stream-ordered collectives among ranks of one host map each other's
   /// device buffers through CUDA IPC (0: they stage through host memory like remote ranks).
@@ -45,6 +68,12 @@ struct Config {
   /// "eth0,eth1" or "rdmap16s27,rdmap32s27"): one fabric endpoint per NIC, large messages
   /// striped over them. Empty: the NICs the host topology places the rank on.
   std::vector<std::string> nics;
+  /// FI_TCP_IFACE: the one interface libfabric's tcp provider uses (read for the tuner's
+  /// fabric link when SHARC_NICS is not set).
+  std::string tcpIface;
+  /// SHARC_NIC_MBITS: line rate of each of the NICs above in Mbit/s, instead of what sysfs
+  /// says (a veth always says 10000: tools/emulate-cluster.sh sets its --rate here); 0 = sysfs.
+  double nicMbits = 0;
   std::string topoFile;  ///< SHARC_TOPO_FILE: hwloc XML topology to use instead of the live one
   /// SHARC_GPU_STAGING_CHUNK: bytes per rank of each chunk that a collective on CUDA buffers
   /// stages through host memory (>= 4096)
@@ -76,7 +105,12 @@ struct Config {
 /// The keys a SHARC_TUNER_FILE may set (the tuner's parameters, src/algorithms/tuner.hpp).
 inline constexpr const char* kTunerKeys[] = {
     "local.alpha_us", "local.gbps", "fabric.alpha_us", "fabric.gbps",      "copy.gbps",
-    "reduce.gbps",    "step_us",    "cores",           "local.cache_gbps", "switch_us"};
+    "reduce.gbps",    "step_us",    "cores",           "local.cache_gbps", "switch_us",
+    "fabric.half_duplex", "cma.gbps"};
+
+/// The `choice.` lines of a SHARC_TUNER_FILE (parseTunerText skips them); throws
+/// sharc::Error(InvalidArgument) naming SHARC_TUNER_FILE, `path`, the line and the form.
+std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::string& path);
 
 /// Parses the text of a SHARC_TUNER_FILE: one `key = value` per line, '#' starts a comment,
 /// blank lines are skipped, keys from kTunerKeys, values non-negative decimal numbers

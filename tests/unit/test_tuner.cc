@@ -240,6 +240,29 @@ TEST(TunerFile, ParsesKeysCommentsAndBlanks) {
   EXPECT_NEAR(TunerParams::fromConfig(d).fabric.gbps, 12.5, 1e-9);
 }
 
+// Without calibration the fabric is what the NICs say: line rate x rails x TCP's payload
+// share of a link busy both ways (1448 of 1514 bytes a frame, a 66-byte ACK per two),
+// capped at the built-in host limit; the file wins.
+TEST(TunerFile, FabricFromTheNicRateUnlessTheFileSetsIt) {
+  const double builtIn = TunerParams::defaults().fabric.gbps;
+  core::Config c;
+  c.tcpIface = "eth0";
+  c.nicMbits = 200;
+  const double share = 2 * 1448.0 / (2 * 1514 + 66);
+  EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 200e6 / 8 * share / 1e9, 1e-9);
+  EXPECT_NE(TunerParams::fromConfig(c).fabricSource.find("SHARC_NIC_MBITS"), std::string::npos);
+  c.nics = {"eth0", "eth1"};  // SHARC_NICS: two rails
+  EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 400e6 / 8 * share / 1e9, 1e-9);
+  c.nicMbits = 1e6;  // 1 Tbit/s of tcp: the progress thread's copies limit it
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, builtIn);
+  c.nicMbits = 200;
+  c.tuner = {{"fabric.gbps", 3.0}};
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, 3.0);
+  EXPECT_EQ(TunerParams::fromConfig(c).fabricSource, "SHARC_TUNER_FILE");
+  core::Config none;  // no NIC named: the built-in link
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(none).fabric.gbps, builtIn);
+}
+
 TEST(TunerFile, BadInputNamesVariableLineAndKey) {
   expectBad("local.gbps = 3\nlocal.speed = 4\n", {"line 2", "local.speed", "/tmp/t.txt"});
   expectBad("local.gbps 3\n", {"line 1", "key = value"});

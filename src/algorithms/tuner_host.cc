@@ -1,0 +1,86 @@
+// The tuner's parameters from what the host says (NIC line rates, provider) and from
+// SHARC_TUNER_FILE.
+#include <algorithm>
+#include <cstdio>
+
+#include "core/config.hpp"
+#include "topology/link_speed.hpp"
+#include "tuner.hpp"
+
+namespace sharc::algo {
+namespace {
+
+// Payload share of a tcp link busy both ways: each direction carries 1514-byte frames of
+// 1448 payload bytes (MTU 1500, timestamps) and one 66-byte ACK per two frames of the other
+// direction's data: 2*1448 / (2*1514 + 66) = 0.936 of the line rate. The kernel's own TCP
+// moved 184 of 200 Mbit/s each way (0.92) on the emulated link, one way 192 (0.96).
+constexpr double kTcpGoodput = 2 * 1448.0 / (2 * 1514.0 + 66.0);
+
+}  // namespace
+
+// The fabric link as the host describes it.
+// tcp: kTcpGoodput of the line rate (collectives keep both directions busy); its alpha is
+// the unshaped veth ping-pong of the defaults
+// (tuner.cc). Over a fast link the tcp provider is limited by the copies of its progress
+// thread instead: the defaults' 1.8 GB/s, measured unshaped on the 2-core host.
+// efa: the line rate as is (what a transfer reaches of it is the efficiency that the backtest
+// fits per instance type) and the latency aws-ofi-nccl reports to NCCL for p4d/p5, 75 us
+// (NCCL constants in the project reference notes on published EFA numbers).
+LinkParams hostFabric(const core::Config& config, std::string* source) {
+  const bool efa = config.provider == "efa";
+  const std::vector<std::string> nics = !config.nics.empty() ? config.nics
+                                        : !config.tcpIface.empty() && !efa
+                                            ? std::vector<std::string>{config.tcpIface}
+                                            : std::vector<std::string>{};
+  const topo::FabricLink link = topo::fabricLink(nics, config.nicMbits);
+  const LinkParams builtIn = TunerParams::defaults().fabric;
+  LinkParams f = builtIn;
+  if (efa) f.alphaUs = 75.0;
+  std::string how = "built-in";
+  if (link.mbits > 0) {
+    const double gbps = link.mbits * 1e6 / 8 / 1e9 * (efa ? 1.0 : kTcpGoodput);
+    f.gbps = efa ? gbps : std::min(gbps, builtIn.gbps);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s: %zu NIC(s), %.0f Mbit/s", link.source.c_str(),
+                  link.nics.size(), link.mbits);
+    how = buf;
+  }
+  if (source) *source = how;
+  return f;
+}
+
+TunerParams TunerParams::fromConfig(const core::Config& config) {
+  TunerParams p = defaults();
+  p.fabric = hostFabric(config, &p.fabricSource);
+  p.fabricHalfDuplex = config.provider != "efa";
+  for (const auto& [key, value] : config.tuner) {
+    if (key == "local.alpha_us")
+      p.local.alphaUs = value;
+    else if (key == "local.gbps")
+      p.local.gbps = value;
+    else if (key == "fabric.alpha_us")
+      p.fabric.alphaUs = value;
+    else if (key == "fabric.gbps") {
+      p.fabric.gbps = value;
+      p.fabricSource = "SHARC_TUNER_FILE";
+    } else if (key == "copy.gbps")
+      p.copyGbps = value;
+    else if (key == "reduce.gbps")
+      p.reduceGbps = value;
+    else if (key == "step_us")
+      p.stepUs = value;
+    else if (key == "cores")
+      p.cores = static_cast<int>(value);
+    else if (key == "local.cache_gbps")
+      p.localCacheGbps = value;
+    else if (key == "switch_us")
+      p.switchUs = value;
+    else if (key == "fabric.half_duplex")
+      p.fabricHalfDuplex = value != 0;
+    else if (key == "cma.gbps")
+      p.cmaGbps = value;
+  }
+  return p;
+}
+
+}  // namespace sharc::algo
