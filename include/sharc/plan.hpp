@@ -26,6 +26,9 @@ struct Cluster {
   double stepUs = 0;        ///< software overhead of one schedule step or chunk
   /// Share of the links' bandwidth a real collective library reaches (fitted; 1 = ideal).
   double efficiency = 1.0;
+  /// A connection between two ranks of different nodes moves one direction at a time (tcp;
+  /// algo::TunerParams::fabricHalfDuplex). EFA and the built-in profiles: false.
+  bool fabricHalfDuplex = false;
 };
 
 /// The built-in instance profiles (published NIC counts and speeds): "p4d.24xlarge",
@@ -58,9 +61,10 @@ Prediction predictCollective(const Cluster& cluster, int nodes, Collective c, si
                              const std::string& algorithm = "");
 
 /// Physical lower bound of a call (us), at full link speed (efficiency 1): on N > 1 nodes
-/// every node must inject (N-1)/N of the data at fabricGBps (twice for AllReduce), plus
-/// ceil(log2 N) fabric latencies; on one node each rank must take in (L-1)/L of it at
-/// localGBps, plus ceil(log2 L) local latencies.
+/// every node must inject (N-1)/N of the data at fabricGBps (twice for AllReduce), plus one
+/// fabric latency; on one node each rank must take in (L-1)/L of it at localGBps (twice for
+/// AllReduce), plus one local latency. One latency, not log2 N: a node's NICs reach all its
+/// peers at once (the hierarchical algorithm sends to every other node directly).
 double lowerBoundUs(const Cluster& cluster, int nodes, Collective c, size_t bytes);
 
 /// nccl-tests' bus bandwidth (GB/s) of `bytes` in `us` on `ranks` ranks.

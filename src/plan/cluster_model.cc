@@ -1,8 +1,11 @@
 #include "cluster_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
+#include "algorithms/patterns.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
@@ -42,6 +45,7 @@ algo::TunerParams tunerParams(const Cluster& c) {
   p.cores = c.ranksPerNode;  // a GPU (or core) per rank: no oversubscription
   p.localCacheGbps = p.local.gbps;
   p.switchUs = 0;
+  p.fabricHalfDuplex = c.fabricHalfDuplex;
   return p;
 }
 
@@ -72,21 +76,26 @@ double busBandwidthGBps(Collective c, size_t bytes, double us, int ranks) {
 double lowerBoundUs(const Cluster& cl, int nodes, Collective c, size_t bytes) {
   const double s = static_cast<double>(bytes);
   const double times = c == Collective::AllReduce ? 2.0 : 1.0;
-  if (nodes > 1)
-    return times * (s * (nodes - 1) / nodes / (cl.fabricGBps * 1e3) +
-                     ceilLog2(nodes) * cl.fabricAlphaUs);
+  // One latency: a node with several NICs can reach all its peers at once (the tuner's
+  // hierarchical and direct algorithms do), so log2(N) hops are not a lower bound.
+  if (nodes > 1) return times * s * (nodes - 1) / nodes / (cl.fabricGBps * 1e3) + cl.fabricAlphaUs;
   const int L = cl.ranksPerNode;
   if (L < 2) return 0;
-  return times * (s * (L - 1) / L / (cl.localGBps * 1e3) + ceilLog2(L) * cl.localAlphaUs);
+  return times * s * (L - 1) / L / (cl.localGBps * 1e3) + cl.localAlphaUs;
 }
 
-Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t bytes,
-                             const std::string& algorithm) {
-  if (nodes < 1 || cl.ranksPerNode < 1)
+Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int sharing,
+                        Collective c, size_t bytes, const std::string& algorithm) {
+  if (nodes < 1 || ranksPerNode < 1 || sharing < 1)
     throw Error(Result::InvalidArgument,
-                "plan: nodes (" + std::to_string(nodes) + ") and ranks per node (" +
-                    std::to_string(cl.ranksPerNode) + ") must be at least 1");
-  const algo::NodeMap map = nodeMap(nodes, cl.ranksPerNode);
+                "plan: nodes (" + std::to_string(nodes) + "), ranks per node (" +
+                    std::to_string(ranksPerNode) + ") and groups sharing a node (" +
+                    std::to_string(sharing) + ") must be at least 1");
+  // The group's own view of the cluster: its ranks per node, its share of each node's NICs.
+  Cluster group = cl;
+  group.ranksPerNode = ranksPerNode;
+  group.fabricGBps = cl.fabricGBps / sharing;
+  const algo::NodeMap map = nodeMap(nodes, ranksPerNode);
   algo::CallShape shape = callShape(c, bytes, map);
   if (!algorithm.empty()) {
     shape.override = algo::AlgorithmOverride::parse(
@@ -95,7 +104,7 @@ Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t 
                                           : "allreduce:") +
         algorithm);
   }
-  const algo::Plan p = algo::plan(shape, tunerParams(cl), false);
+  const algo::Plan p = algo::plan(shape, tunerParams(group), false);
   Prediction out;
   out.collective = c;
   out.nodes = nodes;
@@ -105,9 +114,88 @@ Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t 
   out.chunkBytes = p.chunkBytes;
   out.predictedUs = p.predictedUs;
   out.busGBps = busBandwidthGBps(c, bytes, p.predictedUs, out.ranks);
-  out.boundUs = lowerBoundUs(cl, nodes, c, bytes);
+  out.boundUs = lowerBoundUs(group, nodes, c, bytes);
   out.boundBusGBps = busBandwidthGBps(c, bytes, out.boundUs, out.ranks);
   return out;
+}
+
+Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t bytes,
+                             const std::string& algorithm) {
+  if (cl.ranksPerNode < 1)
+    throw Error(Result::InvalidArgument, "plan: ranks per node (" +
+                                             std::to_string(cl.ranksPerNode) +
+                                             ") must be at least 1");
+  return predictGroup(cl, nodes, cl.ranksPerNode, 1, c, bytes, algorithm);
+}
+
+namespace {
+
+// The busiest node's fabric bytes over steps in which every rank r sends x(step) bytes to
+// peer(step, r), as the tuner's Model::step counts them (ranks numbered node by node).
+template <class Peer, class Size>
+double stepBytes(int n, int L, int steps, Peer peer, Size x) {
+  double total = 0;
+  std::vector<double> out(static_cast<size_t>(n / L), 0);
+  for (int k = 0; k < steps; ++k) {
+    std::fill(out.begin(), out.end(), 0.0);
+    for (int r = 0; r < n; ++r) {
+      const int q = peer(k, r);
+      if (q == r || q < 0 || q >= n || q / L == r / L) continue;
+      out[static_cast<size_t>(r / L)] += x(k);
+    }
+    total += *std::max_element(out.begin(), out.end());
+  }
+  return total;
+}
+
+int countBits(int n, int bit) {
+  int c = 0;
+  for (int j = 0; j < n; ++j) c += (j >> bit) & 1;
+  return c;
+}
+
+}  // namespace
+
+double interNodeBytesPerNode(const std::string& a, Collective c, double bytes, int N, int L) {
+  if (N <= 1) return 0;
+  const int n = N * L;
+  const double times = c == Collective::AllReduce ? 2.0 : 1.0;
+  if (a == "hierarchical") return times * bytes * (N - 1) / N;
+  if (a == "ring") return times * bytes * (n - 1) / n;  // one edge out of a node per step
+  const double m = bytes / n;  // one rank's block (AllReduce: of the vector split n ways)
+  const int logN = ceilLog2(n);
+  if (a == "direct") return static_cast<double>(L) * (n - L) * m;
+  if (a == "recursive_doubling") {
+    if (c == Collective::AllGather)
+      return stepBytes(
+          n, L, logN, [](int k, int r) { return r ^ (1 << k); },
+          [m](int k) { return (1 << k) * m; });
+    if (c == Collective::ReduceScatter)
+      return stepBytes(
+          n, L, logN, [n](int k, int r) { return r ^ ((n >> 1) >> k); },
+          [m, n](int k) { return ((n >> 1) >> k) * m; });
+    // AllReduce: whole vectors to r^d, and a last ring step off a power of two.
+    double t = stepBytes(
+        n, L, logN, [n](int k, int r) { return (r ^ (1 << k)) < n ? (r ^ (1 << k)) : r; },
+        [bytes](int) { return bytes; });
+    if (!algo::isPowerOfTwo(n))
+      t += stepBytes(
+          n, L, 1, [n](int, int r) { return algo::mod(r + 1, n); },
+          [bytes](int) { return bytes; });
+    return t;
+  }
+  if (a == "bruck") {
+    if (c == Collective::AllGather)
+      return stepBytes(
+          n, L, logN, [n](int k, int r) { return algo::mod(r - (1 << k), n); },
+          [m, n](int k) { return std::min(1 << k, n - (1 << k)) * m; });
+    return stepBytes(
+        n, L, logN, [n](int k, int r) { return algo::mod(r + (1 << k), n); },
+        [m, n](int k) { return countBits(n, k) * m; });
+  }
+  throw Error(Result::InvalidArgument,
+              "plan: no fabric pattern for algorithm '" + a + "' on " + std::to_string(N) +
+                  " nodes (expected ring, hierarchical, recursive_doubling, bruck or direct)");
 }
 
 }  // namespace sharc::plan

@@ -17,4 +17,17 @@ algo::NodeMap nodeMap(int nodes, int ranksPerNode);
 /// input, AllReduce vector).
 algo::CallShape callShape(Collective c, size_t bytes, const algo::NodeMap& map);
 
+/// predictCollective for a group of `nodes` nodes with `ranksPerNode` of its ranks on each,
+/// while `sharing` such groups run at once on every node: each gets 1/sharing of the node's
+/// fabricGBps (the rank's own local links are not shared). The bound is the group's own.
+Prediction predictGroup(const Cluster& cluster, int nodes, int ranksPerNode, int sharing,
+                        Collective c, size_t bytes, const std::string& algorithm = "");
+
+/// Bytes the busiest node sends over the fabric for `c` of `bytes` (as in Prediction::bytes)
+/// run with `algorithm` (algo::algorithmName) on `nodes` x `ranksPerNode` ranks numbered
+/// node by node, from the algorithm's pattern: ring (n-1)/n of the data per node
+/// (AllReduce twice), hierarchical (N-1)/N, the log-step ones step by step.
+double interNodeBytesPerNode(const std::string& algorithm, Collective c, double bytes,
+                             int nodes, int ranksPerNode);
+
 }  // namespace sharc::plan

@@ -1,0 +1,168 @@
+// Clusters that are not built-in profiles (include/sharc/plan_fsdp.hpp): this host's
+// cost-model parameters, and cluster files (Cluster's fields, or a sharc-perf --calibrate
+// file's tuner keys).
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "algorithms/tuner.hpp"
+#include "core/config.hpp"
+#include "sharc/error.hpp"
+#include "sharc/plan_fsdp.hpp"
+
+namespace sharc::plan {
+namespace {
+
+// A Cluster from the tuner's parameters (what the running process would use).
+Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryBytes) {
+  Cluster c;
+  c.ranksPerNode = ranksPerNode;
+  c.memoryBytes = memoryBytes;
+  c.localAlphaUs = p.local.alphaUs;
+  c.localGBps = p.local.gbps;
+  c.fabricAlphaUs = p.fabric.alphaUs;
+  c.fabricGBps = p.fabric.gbps;
+  c.rails = 1;
+  c.copyGBps = p.copyGbps;
+  c.reduceGBps = p.reduceGbps;
+  c.stepUs = p.stepUs;
+  c.efficiency = 1.0;
+  c.fabricHalfDuplex = p.fabricHalfDuplex;
+  return c;
+}
+
+// A file key: which field it sets. Cluster keys first, then the tuner file's.
+struct Key {
+  const char* name;
+  double Cluster::*field;  // nullptr: handled by name (ranks, memory, names) or ignored
+  const char* expected;
+};
+
+constexpr Key kKeys[] = {
+    {"name", nullptr, "text"},
+    {"source", nullptr, "text"},
+    {"ranks_per_node", nullptr, "a whole number >= 1"},
+    {"memory_gib", nullptr, "GiB of one rank's device memory, a number >= 0"},
+    {"local_alpha_us", &Cluster::localAlphaUs, "microseconds, a number >= 0"},
+    {"local_gbps", &Cluster::localGBps, "GB/s, a number > 0"},
+    {"fabric_alpha_us", &Cluster::fabricAlphaUs, "microseconds, a number >= 0"},
+    {"fabric_gbps", &Cluster::fabricGBps, "GB/s of one node, a number > 0"},
+    {"rails", nullptr, "a whole number >= 1"},
+    {"copy_gbps", &Cluster::copyGBps, "GB/s, a number > 0"},
+    {"reduce_gbps", &Cluster::reduceGBps, "GB/s, a number > 0"},
+    {"step_us", &Cluster::stepUs, "microseconds, a number >= 0"},
+    {"efficiency", &Cluster::efficiency, "a number in (0, 1]"},
+    {"fabric_half_duplex", nullptr, "0 or 1"},
+    // A sharc-perf --calibrate (SHARC_TUNER_FILE) file.
+    {"local.alpha_us", &Cluster::localAlphaUs, "microseconds, a number >= 0"},
+    {"local.gbps", &Cluster::localGBps, "GB/s, a number > 0"},
+    {"fabric.alpha_us", &Cluster::fabricAlphaUs, "microseconds, a number >= 0"},
+    {"fabric.gbps", &Cluster::fabricGBps, "GB/s of one node, a number > 0"},
+    {"copy.gbps", &Cluster::copyGBps, "GB/s, a number > 0"},
+    {"reduce.gbps", &Cluster::reduceGBps, "GB/s, a number > 0"},
+    {"fabric.half_duplex", nullptr, "0 or 1"},
+    // The other tuner keys (core::kTunerKeys: this host's CPU scheduling) are accepted and
+    // not used for another cluster; so are learned `choice.` lines.
+};
+
+bool ignoredTunerKey(const std::string& key) {
+  if (key.starts_with("choice.")) return true;
+  for (const char* k : core::kTunerKeys)
+    if (key == k) return true;
+  return false;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// Whether `v` is a valid value for `key` (expected is the text of the rule).
+bool valueOk(const std::string& key, double v) {
+  if (key == "ranks_per_node" || key == "rails") return v >= 1 && v == std::floor(v) && v < 1e6;
+  if (key.find("half_duplex") != std::string::npos) return v == 0 || v == 1;
+  if (key == "efficiency") return v > 0 && v <= 1;
+  if (key.find("gbps") != std::string::npos) return v > 0;
+  return v >= 0;
+}
+
+}  // namespace
+
+std::vector<std::string> clusterFileKeys() {
+  std::vector<std::string> k;
+  for (const Key& key : kKeys) k.push_back(key.name);
+  for (const char* t : core::kTunerKeys)
+    if (std::find(k.begin(), k.end(), t) == k.end()) k.push_back(t);
+  return k;
+}
+
+Cluster thisHostCluster(int ranksPerNode, double memoryBytes) {
+  const algo::TunerParams t = algo::TunerParams::fromConfig(core::Config::get());
+  Cluster c = fromTuner(t, ranksPerNode, memoryBytes);
+  const std::string& file = core::Config::get().tunerFile;
+  c.name = "this host";
+  c.source = "sharc's tuner on this host (fabric: " + t.fabricSource + ")" +
+             (file.empty() ? "" : ", SHARC_TUNER_FILE " + file);
+  return c;
+}
+
+Cluster loadClusterFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(Result::InvalidArgument, "cluster file '" + path +
+                                             "': cannot read it (expected a readable file of " +
+                                             "`key = value` lines)");
+  Cluster c = fromTuner(algo::TunerParams::defaults(), 8, 0);
+  const size_t slash = path.find_last_of('/');
+  c.name = slash == std::string::npos ? path : path.substr(slash + 1);
+  c.source = "cluster file " + path;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string where = "cluster file '" + path + "' line " + std::to_string(number);
+    const size_t hash = line.find('#');
+    const std::string text = trim(line.substr(0, hash));
+    if (text.empty()) continue;
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos)
+      throw Error(Result::InvalidArgument, where + ": '" + text + "' is not `key = value`");
+    const std::string key = trim(text.substr(0, eq)), value = trim(text.substr(eq + 1));
+    const Key* k = nullptr;
+    for (const Key& candidate : kKeys)
+      if (key == candidate.name) k = &candidate;
+    if (!k && ignoredTunerKey(key)) continue;
+    if (!k) {
+      std::string valid;
+      for (const std::string& name : clusterFileKeys()) valid += (valid.empty() ? "" : ", ") + name;
+      throw Error(Result::InvalidArgument,
+                  where + ": unknown key '" + key + "' (valid keys: " + valid + ")");
+    }
+    if (key == "name" || key == "source") {
+      (key == "name" ? c.name : c.source) = value;
+      continue;
+    }
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || !valueOk(key, v))
+      throw Error(Result::InvalidArgument,
+                  where + ": " + key + " = '" + value + "': expected " + k->expected);
+    if (k->field) {
+      c.*(k->field) = v;
+    } else if (key == "ranks_per_node") {
+      c.ranksPerNode = static_cast<int>(v);
+    } else if (key == "rails") {
+      c.rails = static_cast<int>(v);
+    } else if (key == "fabric_half_duplex" || key == "fabric.half_duplex") {
+      c.fabricHalfDuplex = v == 1;
+    } else if (key == "memory_gib") {
+      c.memoryBytes = v * (1u << 30);
+    }
+  }
+  return c;
+}
+
+}  // namespace sharc::plan

@@ -1,0 +1,529 @@
+#include "schedule_sim.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "algorithms/schedule.hpp"
+#include "cluster_model.hpp"
+#include "sharc/error.hpp"
+
+namespace sharc::plan {
+namespace {
+
+using Kind = algo::Schedule::OpKind;
+constexpr size_t kElem = 4;  // float32
+// The engine's posting rules (schedule.cc: kMaxPostedSends, kMaxPostedRecvs, kInOrderRecvs):
+// sends in the order they became ready; receives oldest first, those ready ahead of an older
+// one still waiting taking at most kMaxPostedRecvs - kInOrderRecvs of the places.
+constexpr uint32_t kMaxPostedSends = 32;
+constexpr uint32_t kMaxPostedRecvs = 256;
+constexpr uint32_t kInOrderRecvs = 64;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kEagerBytes = 16 << 10;
+
+// Address space for the builders' pointer arithmetic: reserved, never touched.
+class Reservation {
+ public:
+  explicit Reservation(size_t bytes) : size_(std::max<size_t>(bytes, 4096)) {
+    ptr_ = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr_ == MAP_FAILED)
+      throw Error(Result::SystemError,
+                  "simulate: cannot reserve " + std::to_string(size_) + " bytes of address space");
+  }
+  ~Reservation() { munmap(ptr_, size_); }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  std::byte* at(size_t offset) const { return static_cast<std::byte*>(ptr_) + offset; }
+
+ private:
+  size_t size_;
+  void* ptr_;
+};
+
+// Every rank's operations, flattened: global id = base[rank] + the schedule's OpId.
+struct Ops {
+  std::vector<uint32_t> base;  // per rank, plus the end
+  std::vector<Kind> kind;
+  std::vector<int32_t> peer;
+  std::vector<uint32_t> slot;
+  std::vector<double> bytes;
+  std::vector<uint32_t> pending;   // unfinished dependencies
+  std::vector<uint32_t> depBegin;  // dependents of g: deps[depBegin[g] .. depBegin[g + 1])
+  std::vector<uint32_t> deps;
+};
+
+size_t countPerRank(Collective c, size_t bytes, int n) {
+  return c == Collective::AllReduce ? bytes / kElem : bytes / static_cast<size_t>(n) / kElem;
+}
+
+// Builds each rank's schedule in turn (one at a time: scratch is only reserved memory, but a
+// schedule's operations are not small), keeping only what the replay needs.
+Ops buildOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
+             size_t chunkBytes) {
+  const int n = map.size();
+  const size_t count = countPerRank(c, bytes, n);
+  const size_t block = count * kElem;
+  const size_t sendBytes = c == Collective::ReduceScatter ? block * n : block;
+  const size_t recvBytes = c == Collective::AllGather ? block * n : block;
+  const Reservation buffers(sendBytes + recvBytes);
+  algo::ScratchPool pool;
+  algo::CollArgs args;
+  args.send = buffers.at(0);
+  args.recv = buffers.at(sendBytes);
+  args.count = count;
+  args.chunkBytes = chunkBytes;
+  Ops ops;
+  ops.depBegin.push_back(0);
+  for (int r = 0; r < n; ++r) {
+    algo::ScheduleContext ctx;
+    ctx.scratch = &pool;
+    ctx.nodes = &map;
+    ctx.rank = r;
+    ctx.size = n;
+    ctx.commId = 1;
+    ctx.seq = 1;
+    ctx.type = DataType::Float32;
+    ctx.op = RedOp::Sum;
+    ctx.kind = c == Collective::AllGather       ? algo::CollKind::AllGather
+               : c == Collective::ReduceScatter ? algo::CollKind::ReduceScatter
+                                                : algo::CollKind::AllReduce;
+    ctx.count = count;
+    ctx.algorithm = algo::algorithmName(a);
+    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::vector<algo::Schedule::OpInfo> info;
+    {
+      algo::Schedule s(ctx);
+      switch (c) {
+        case Collective::AllGather: algo::buildAllGather(s, a, args); break;
+        case Collective::ReduceScatter: algo::buildReduceScatter(s, a, args); break;
+        case Collective::AllReduce: algo::buildAllReduce(s, a, args); break;
+      }
+      info = s.describeOps();
+    }
+    const auto first = static_cast<uint32_t>(ops.kind.size());
+    ops.base.push_back(first);
+    ops.pending.resize(first + info.size(), 0);
+    for (const auto& op : info) {
+      if (op.kind == Kind::RemoteRead || op.kind == Kind::RemoteWrite)
+        throw Error(Result::InvalidArgument,
+                    "simulate: single-copy algorithms run on one host only, not over a fabric");
+      ops.kind.push_back(op.kind);
+      ops.peer.push_back(op.peer);
+      ops.slot.push_back(op.slot);
+      ops.bytes.push_back(static_cast<double>(op.bytes));
+      for (auto d : op.dependents) {
+        ops.deps.push_back(first + d);
+        ++ops.pending[first + d];
+      }
+      ops.depBegin.push_back(static_cast<uint32_t>(ops.deps.size()));
+    }
+  }
+  ops.base.push_back(static_cast<uint32_t>(ops.kind.size()));
+  return ops;
+}
+
+enum class Ev : uint8_t { FlowStart, Arrival, Advance };
+struct Event {
+  double t;
+  uint64_t order;  // ties: first scheduled first (deterministic)
+  Ev type;
+  uint32_t id;
+  bool operator>(const Event& o) const { return t != o.t ? t > o.t : order > o.order; }
+};
+
+struct Message {
+  int src, dst;
+  uint32_t slot;
+  double bytes;
+  uint32_t sendOp;
+};
+
+struct Flow {
+  uint32_t msg;
+  int res[3];  // the links it crosses
+  int links;
+  double remaining, rate;
+};
+
+class Replay {
+ public:
+  Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops)
+      : p_(p), map_(map), ops_(std::move(ops)), n_(map.size()), nodes_(map.nodes()) {
+    ranks_.resize(static_cast<size_t>(n_));
+    const size_t res = 2 * static_cast<size_t>(nodes_ + n_);
+    capacity_.assign(res, p.fabric.gbps * 1e3);  // bytes per us
+    for (size_t i = 2 * static_cast<size_t>(nodes_); i < res; ++i)
+      capacity_[i] = p.local.gbps * 1e3;
+  }
+
+  SimResult run() {
+    postedOrDone_.assign(ops_.kind.size(), 0);
+    for (int r = 0; r < n_; ++r) {
+      for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
+        if (ops_.kind[g] == Kind::Recv) ranks_[r].recvOrder.push_back(g);
+    }
+    for (int r = 0; r < n_; ++r) {
+      for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
+        if (ops_.pending[g] == 0) ready(r, g);
+      push(p_.stepUs, Ev::Advance, static_cast<uint32_t>(r));  // building the schedule
+      ranks_[r].scheduled = true;
+    }
+    loop();
+    SimResult out;
+    for (int r = 0; r < n_; ++r) {
+      const Rank& k = ranks_[r];
+      if (k.done != ops_.base[r + 1] - ops_.base[r]) {
+        std::string what = "simulate: the replay deadlocked: rank " + std::to_string(r) +
+                           " completed " + std::to_string(k.done) + " of " +
+                           std::to_string(ops_.base[r + 1] - ops_.base[r]) + " operations";
+        for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
+          if (ops_.kind[g] == Kind::Recv && posted_.count(g)) {
+            what += "; it waits for slot " + std::to_string(ops_.slot[g]) + " from rank " +
+                    std::to_string(ops_.peer[g]);
+            break;
+          }
+        throw Error(Result::InternalError, what);
+      }
+      out.us = std::max(out.us, k.lastDone);
+    }
+    out.messages = messages_.size();
+    out.operations = ops_.kind.size();
+    out.rateUpdates = rateUpdates_;
+    return out;
+  }
+
+ private:
+  struct Rank {
+    std::deque<uint32_t> sends, local;  // ready, in the order they became ready
+    // ready receives, oldest first; every receive in schedule order; the oldest not posted
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> recvs;
+    std::vector<uint32_t> recvOrder;
+    size_t oldestUnposted = 0;
+    std::vector<uint32_t> finished;            // completions the next advance takes in
+    uint32_t postedSends = 0, postedRecvs = 0, done = 0;
+    double cpuFree = 0, lastDone = 0;
+    bool scheduled = false;
+  };
+
+  void push(double t, Ev type, uint32_t id) { events_.push({t, order_++, type, id}); }
+
+  int rankOf(uint32_t g) const {
+    return static_cast<int>(std::upper_bound(ops_.base.begin(), ops_.base.end(), g) -
+                            ops_.base.begin()) -
+           1;
+  }
+
+  static uint64_t key(int src, int dst, uint32_t slot) {
+    return static_cast<uint64_t>(src) << 40 | static_cast<uint64_t>(dst) << 16 | slot;
+  }
+
+  void ready(int r, uint32_t g) {
+    Rank& k = ranks_[r];
+    const Kind kind = ops_.kind[g];
+    if (kind == Kind::Recv)
+      k.recvs.push(g);
+    else
+      (kind == Kind::Send ? k.sends : k.local).push_back(g);
+  }
+
+  // The operation is done (Schedule::complete): its dependents may become ready.
+  void complete(int r, uint32_t g, double t) {
+    Rank& k = ranks_[r];
+    ++k.done;
+    k.lastDone = std::max(k.lastDone, t);
+    for (uint32_t i = ops_.depBegin[g]; i < ops_.depBegin[g + 1]; ++i)
+      if (--ops_.pending[ops_.deps[i]] == 0) ready(r, ops_.deps[i]);
+  }
+
+  // A transfer finished at t; the rank takes it in at its next advance.
+  void finish(int r, uint32_t g, double t) {
+    Rank& k = ranks_[r];
+    k.finished.push_back(g);
+    k.lastDone = std::max(k.lastDone, t);
+    if (!k.scheduled && !inAdvance_) {
+      k.scheduled = true;
+      push(std::max(t, k.cpuFree), Ev::Advance, static_cast<uint32_t>(r));
+    }
+  }
+
+  // Schedule::advance on rank r's progress thread, from `now` or when it is free.
+  void advance(int r, double now) {
+    Rank& k = ranks_[r];
+    k.scheduled = false;
+    inAdvance_ = true;
+    double t = std::max(now, k.cpuFree);
+    for (uint32_t g : k.finished) {
+      if (ops_.kind[g] == Kind::Send)
+        --k.postedSends;
+      else
+        --k.postedRecvs;
+      complete(r, g, t);
+    }
+    k.finished.clear();
+    bool progressed = true;
+    while (progressed) {
+      progressed = false;
+      while (!k.recvs.empty()) {
+        while (k.oldestUnposted < k.recvOrder.size() && postedOrDone_[k.recvOrder[k.oldestUnposted]])
+          ++k.oldestUnposted;
+        const uint32_t g = k.recvs.top();
+        const bool inOrder =
+            k.oldestUnposted < k.recvOrder.size() && g == k.recvOrder[k.oldestUnposted];
+        if (k.postedRecvs >= (inOrder ? kMaxPostedRecvs : kMaxPostedRecvs - kInOrderRecvs)) break;
+        k.recvs.pop();
+        postedOrDone_[g] = 1;
+        ++k.postedRecvs;
+        const uint64_t id = key(ops_.peer[g], r, ops_.slot[g]);
+        if (const auto it = arrived_.find(id); it != arrived_.end()) {
+          arrived_.erase(it);
+          finish(r, g, t);  // an unexpected message: matched as the receive is posted
+        } else if (!waiting_.emplace(id, g).second) {
+          throw Error(Result::InternalError, "simulate: two receives of rank " + std::to_string(r) +
+                                                 " match slot " + std::to_string(ops_.slot[g]));
+        } else {
+          posted_.insert(g);
+        }
+        progressed = true;
+      }
+      while (!k.sends.empty() && k.postedSends < kMaxPostedSends) {
+        const uint32_t g = k.sends.front();
+        k.sends.pop_front();
+        ++k.postedSends;
+        t += p_.stepUs;
+        messages_.push_back({r, ops_.peer[g], ops_.slot[g], ops_.bytes[g], g});
+        push(t, Ev::FlowStart, static_cast<uint32_t>(messages_.size() - 1));
+        progressed = true;
+      }
+      while (!k.local.empty()) {
+        const uint32_t g = k.local.front();
+        k.local.pop_front();
+        if (ops_.kind[g] == Kind::Reduce) t += ops_.bytes[g] / (p_.reduceGbps * 1e3);
+        if (ops_.kind[g] == Kind::Copy) t += ops_.bytes[g] / (p_.copyGbps * 1e3);
+        complete(r, g, t);
+        progressed = true;
+      }
+    }
+    k.cpuFree = t;
+    inAdvance_ = false;
+    if (!k.finished.empty()) {
+      k.scheduled = true;
+      push(t, Ev::Advance, static_cast<uint32_t>(r));
+    }
+  }
+
+  bool crosses(const Message& m) const {
+    return map_.nodeOf[static_cast<size_t>(m.src)] != map_.nodeOf[static_cast<size_t>(m.dst)];
+  }
+
+  // A message posted while an earlier one between the same two ranks is still on the wire
+  // waits for it: one connection per pair carries its messages in order.
+  void postFlow(uint32_t id, double now) {
+    const Message& m = messages_[id];
+    auto& queue = pairs_[key(m.src, m.dst, 0)];
+    queue.push_back(id);
+    if (queue.size() == 1) startFlow(id, now);
+  }
+
+  void flowDone(uint32_t id, double now) {
+    const Message& m = messages_[id];
+    push(now + (crosses(m) ? p_.fabric.alphaUs : p_.local.alphaUs), Ev::Arrival, id);
+    const auto it = pairs_.find(key(m.src, m.dst, 0));
+    it->second.pop_front();
+    if (!it->second.empty())
+      startFlow(it->second.front(), now);
+    else
+      pairs_.erase(it);
+  }
+
+  void startFlow(uint32_t id, double now) {
+    const Message& m = messages_[id];
+    if (m.bytes <= 0) {
+      flowDone(id, now);
+      return;
+    }
+    Flow f{id, {0, 0, 0}, 2, m.bytes, 0};
+    if (crosses(m)) {
+      f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
+      f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
+      // Half duplex: one connection per pair carries both directions in turn, for messages
+      // past the eager size (the tuner's rule, tuner.cc kEagerBytes).
+      if (p_.fabricHalfDuplex && m.bytes > kEagerBytes) {
+        const uint64_t pair = key(std::min(m.src, m.dst), std::max(m.src, m.dst), 0);
+        auto [it, added] = connection_.emplace(pair, static_cast<int>(capacity_.size()));
+        if (added) capacity_.push_back(p_.fabric.gbps * 1e3);
+        f.res[f.links++] = it->second;
+      }
+    } else {
+      f.res[0] = 2 * nodes_ + m.src;       // rank's local egress
+      f.res[1] = 2 * nodes_ + n_ + m.dst;  // rank's local ingress
+    }
+    flows_.push_back(f);
+    dirty_ = true;
+  }
+
+  void arrive(uint32_t id, double now) {
+    const Message& m = messages_[id];
+    finish(m.src, m.sendOp, now);  // delivered: the send completes
+    const uint64_t k = key(m.src, m.dst, m.slot);
+    if (const auto it = waiting_.find(k); it != waiting_.end()) {
+      const uint32_t g = it->second;
+      waiting_.erase(it);
+      posted_.erase(g);
+      finish(m.dst, g, now);
+    } else if (!arrived_.emplace(k, now).second) {
+      throw Error(Result::InternalError,
+                  "simulate: two messages from rank " + std::to_string(m.src) + " to rank " +
+                      std::to_string(m.dst) + " on slot " + std::to_string(m.slot));
+    }
+  }
+
+  // Max-min fair rates by progressive filling: the link with the smallest fair share fixes
+  // the rate of its flows; what they take is removed from their other link; repeat.
+  void recomputeRates() {
+    ++rateUpdates_;
+    const size_t res = capacity_.size();
+    left_.assign(capacity_.begin(), capacity_.end());
+    count_.assign(res, 0);
+    for (const Flow& f : flows_)
+      for (int j = 0; j < f.links; ++j) ++count_[f.res[j]];
+    begin_.assign(res + 1, 0);
+    for (size_t i = 0; i < res; ++i) begin_[i + 1] = begin_[i] + count_[i];
+    members_.resize(begin_[res]);
+    fill_.assign(begin_.begin(), begin_.end() - 1);
+    for (uint32_t i = 0; i < flows_.size(); ++i) {
+      for (int j = 0; j < flows_[i].links; ++j) members_[fill_[flows_[i].res[j]]++] = i;
+      flows_[i].rate = 0;
+    }
+    using Share = std::pair<double, uint32_t>;
+    std::priority_queue<Share, std::vector<Share>, std::greater<>> heap;
+    for (uint32_t i = 0; i < res; ++i)
+      if (count_[i] > 0) heap.push({left_[i] / count_[i], i});
+    while (!heap.empty()) {
+      const auto [share, l] = heap.top();
+      heap.pop();
+      if (count_[l] == 0 || share != left_[l] / count_[l]) continue;  // stale
+      count_[l] = 0;
+      for (uint32_t j = begin_[l]; j < begin_[l + 1]; ++j) {
+        Flow& f = flows_[members_[j]];
+        if (f.rate > 0) continue;
+        f.rate = share;
+        for (int j = 0; j < f.links; ++j) {
+          const auto other = static_cast<uint32_t>(f.res[j]);
+          if (other == l || count_[other] == 0) continue;
+          left_[other] = std::max(0.0, left_[other] - share);
+          if (--count_[other] > 0) heap.push({left_[other] / count_[other], other});
+        }
+      }
+    }
+  }
+
+  void loop() {
+    double now = 0;
+    while (!events_.empty() || !flows_.empty()) {
+      if (dirty_) {
+        recomputeRates();
+        dirty_ = false;
+      }
+      double next = events_.empty() ? kInf : events_.top().t;
+      for (const Flow& f : flows_) next = std::min(next, now + f.remaining / f.rate);
+      const double dt = next - now;
+      now = next;
+      for (size_t i = 0; i < flows_.size();) {
+        Flow& f = flows_[i];
+        f.remaining -= f.rate * dt;
+        if (f.remaining <= std::max(1e-6, f.rate * 1e-9)) {  // the last byte has left
+          const uint32_t msg = f.msg;
+          flows_[i] = flows_.back();
+          flows_.pop_back();
+          dirty_ = true;
+          flowDone(msg, now);  // may start the pair's next message (appended: seen next pass)
+        } else {
+          ++i;
+        }
+      }
+      while (!events_.empty() && events_.top().t <= now) {
+        const Event e = events_.top();
+        events_.pop();
+        switch (e.type) {
+          case Ev::FlowStart: postFlow(e.id, now); break;
+          case Ev::Arrival: arrive(e.id, now); break;
+          case Ev::Advance: advance(static_cast<int>(e.id), now); break;
+        }
+      }
+    }
+  }
+
+  const algo::TunerParams& p_;
+  const algo::NodeMap& map_;
+  Ops ops_;
+  int n_, nodes_;
+  std::vector<Rank> ranks_;
+  std::vector<uint8_t> postedOrDone_;  // per operation: a receive posted (or matched)
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
+  uint64_t order_ = 0;
+  bool inAdvance_ = false, dirty_ = false;
+  std::vector<Message> messages_;
+  std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
+  std::unordered_map<uint64_t, double> arrived_;    // unexpected messages
+  std::unordered_set<uint32_t> posted_;             // receives posted and not yet matched
+  std::vector<Flow> flows_;
+  std::unordered_map<uint64_t, std::deque<uint32_t>> pairs_;  // messages per (src, dst), in order
+  std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
+  std::vector<double> capacity_, left_;
+  std::vector<uint32_t> count_, begin_, fill_, members_;
+  size_t rateUpdates_ = 0;
+};
+
+}  // namespace
+
+algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
+  algo::CallShape s = callShape(c, bytes, map);
+  s.bytesPerRank = countPerRank(c, bytes, map.size()) * kElem;
+  return s;
+}
+
+SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
+                   algo::Algorithm a, size_t chunkBytes) {
+  if (map.size() < 1) throw Error(Result::InvalidArgument, "simulate: the node map has no ranks");
+  if (countPerRank(c, bytes, map.size()) == 0)
+    throw Error(Result::InvalidArgument, "simulate: " + std::to_string(bytes) +
+                                             " bytes give no float32 element per rank on " +
+                                             std::to_string(map.size()) + " ranks");
+  Replay replay(p, map, buildOps(map, c, bytes, a, chunkBytes));
+  return replay.run();
+}
+
+double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                  const std::string& algorithm, size_t chunkBytes) {
+  if (nodes < 1 || cluster.ranksPerNode < 1)
+    throw Error(Result::InvalidArgument,
+                "simulate: nodes (" + std::to_string(nodes) + ") and ranks per node (" +
+                    std::to_string(cluster.ranksPerNode) + ") must be at least 1");
+  const algo::NodeMap map = nodeMap(nodes, cluster.ranksPerNode);
+  algo::CallShape shape = simShape(c, bytes, map);
+  if (!algorithm.empty())
+    shape.override =
+        algo::AlgorithmOverride::parse((c == Collective::AllGather       ? "allgather:"
+                                        : c == Collective::ReduceScatter ? "reducescatter:"
+                                                                         : "allreduce:") +
+                                       algorithm);
+  if (chunkBytes > 0) {
+    shape.chunkBytes = chunkBytes;
+    shape.chunkBytesSet = true;
+  }
+  const algo::TunerParams params = tunerParams(cluster);
+  const algo::Plan chosen = algo::plan(shape, params, false);
+  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
+}
+
+}  // namespace sharc::plan

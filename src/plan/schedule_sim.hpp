@@ -1,0 +1,67 @@
+// A discrete-event replay of the engine's real schedules over a modelled fabric: the check of
+// the tuner's analytic cost model (src/algorithms/tuner.hpp) at scales we cannot run.
+//
+// Every rank's Schedule is built by the same builders the engine uses (buildAllGather, ...;
+// buffers are reserved address space, never touched), reduced to its operations
+// (Schedule::describeOps) and replayed:
+//   - each rank runs the engine's posting rule (Schedule::advance): ready receives first (at
+//     most 256 posted), then ready sends (at most 32 posted), then local operations, in the
+//     order they became ready, on one progress thread per rank (a serial CPU clock);
+//   - posting a send costs step_us of that clock; a reduce costs bytes / reduce.gbps, a copy
+//     bytes / copy.gbps; the schedule's build costs step_us before anything starts;
+//   - a send becomes a flow on the links it crosses: between nodes the source node's NIC
+//     egress and the destination node's NIC ingress (fabric.gbps each), within a node the
+//     source rank's local egress and the destination rank's local ingress (local.gbps each);
+//     where the fabric is half duplex (TunerParams::fabricHalfDuplex, tcp; messages over
+//     16 KiB, the eager size) also the one connection of the two ranks, which carries both
+//     directions; messages between the same two ranks go in order (one connection),
+//     different pairs share the links max-min fairly
+//     (progressive filling, recomputed whenever a flow starts or ends: NICs and sockets
+//     interleave the packets of concurrent connections, so fair share rather than FIFO);
+//     the message arrives its link class's alpha after its last byte left; the send
+//     completes then (delivery), the matching receive (same source, destination and slot) at
+//     max(arrival, when it was posted). Receive-side copies inside the transport, rendezvous
+//     handshakes and oversubscribed cores are not modelled.
+// The parameters are the tuner's (algo::TunerParams), so model and simulation differ only in
+// method: the model sums per-step terms, the simulation plays out the dependencies.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "algorithms/algorithms.hpp"
+#include "algorithms/node_map.hpp"
+#include "algorithms/tuner.hpp"
+#include "sharc/plan.hpp"
+
+namespace sharc::plan {
+
+/// One simulated call.
+struct SimResult {
+  double us = 0;           ///< until the last rank's last operation completed
+  size_t messages = 0;     ///< sends replayed (all ranks)
+  size_t operations = 0;   ///< operations replayed (all ranks)
+  size_t rateUpdates = 0;  ///< max-min recomputations (a measure of the simulation's work)
+};
+
+/// Replays `c` of `bytes` (AllGather output, ReduceScatter input, AllReduce vector; float32
+/// elements, rounded down to whole elements per rank) on the ranks of `map` with algorithm
+/// `a` cut into `chunkBytes` pieces, over links with the parameters `p` (only one core per
+/// rank is modelled: p.cores is ignored). The builders' own fallbacks apply (hierarchical on
+/// one node runs the ring, recursive doubling on 2^k + j ranks Bruck for AllGather and
+/// ReduceScatter). Throws sharc::Error(InvalidArgument) for an empty map or too few bytes, and
+/// sharc::Error(InternalError) if the replay deadlocks (a receive no rank sends).
+SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
+                   algo::Algorithm a, size_t chunkBytes);
+
+/// The shape the model is given for the same call (bytes per rank rounded as simulate does).
+algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map);
+
+/// For `sharc-plan simulate`: the simulated time (us) of `c` of `bytes` on `nodes` nodes of
+/// `cluster` (ranks numbered node by node) with `algorithm` ("" = the tuner's choice) in
+/// chunks of `chunkBytes` (0 = the tuner's chunk for that algorithm). Throws
+/// sharc::Error(InvalidArgument) for an unknown algorithm name.
+double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                  const std::string& algorithm, size_t chunkBytes);
+
+}  // namespace sharc::plan

@@ -1,0 +1,147 @@
+// loadClusterFile and thisHostCluster (include/sharc/plan_fsdp.hpp): every key, a sharc-perf
+// --calibrate file, and the errors naming file, line, key and what was expected.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "algorithms/tuner.hpp"
+#include "core/config.hpp"
+#include "sharc/error.hpp"
+#include "sharc/plan_fsdp.hpp"
+
+namespace sharc::plan {
+namespace {
+
+class ClusterFile : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    char tmpl[] = "/tmp/sharc-plan-test-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    EXPECT_GE(fd, 0);
+    close(fd);
+    std::ofstream(tmpl) << text;
+    paths_.push_back(tmpl);
+    return tmpl;
+  }
+  void TearDown() override {
+    for (const auto& p : paths_) unlink(p.c_str());
+  }
+  // The message of loadClusterFile(path)'s InvalidArgument error ("" if none).
+  static std::string error(const std::string& path) {
+    try {
+      loadClusterFile(path);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Result::InvalidArgument);
+      return e.what();
+    }
+    ADD_FAILURE() << "no error for " << path;
+    return "";
+  }
+  std::vector<std::string> paths_;
+};
+
+TEST_F(ClusterFile, EveryClusterKey) {
+  const Cluster c = loadClusterFile(
+      write("# a p5-like node\n"
+            "name = my-p5\n"
+            "source = measured by hand, 2026\n"
+            "ranks_per_node = 8\n"
+            "memory_gib = 80   # H100\n"
+            "local_alpha_us = 2.5\nlocal_gbps = 350\n"
+            "fabric_alpha_us = 6\n  fabric_gbps = 400\nrails = 32\n\n"
+            "copy_gbps = 1600\nreduce_gbps = 1100\nstep_us = 0.75\nefficiency = 0.8\n"
+            "fabric_half_duplex = 1\n"));
+  EXPECT_EQ(c.name, "my-p5");
+  EXPECT_EQ(c.source, "measured by hand, 2026");
+  EXPECT_EQ(c.ranksPerNode, 8);
+  EXPECT_EQ(c.memoryBytes, 80.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(c.localAlphaUs, 2.5);
+  EXPECT_EQ(c.localGBps, 350);
+  EXPECT_EQ(c.fabricAlphaUs, 6);
+  EXPECT_EQ(c.fabricGBps, 400);
+  EXPECT_EQ(c.rails, 32);
+  EXPECT_EQ(c.copyGBps, 1600);
+  EXPECT_EQ(c.reduceGBps, 1100);
+  EXPECT_EQ(c.stepUs, 0.75);
+  EXPECT_EQ(c.efficiency, 0.8);
+  EXPECT_TRUE(c.fabricHalfDuplex);
+}
+
+// A sharc-perf --calibrate file: the tuner's keys; the rest keeps the tuner's defaults.
+TEST_F(ClusterFile, CalibrationFile) {
+  algo::TunerParams t = algo::TunerParams::defaults();
+  t.local = {3.25, 4.5};
+  t.fabric = {41.5, 1.75};
+  t.copyGbps = 7.5;
+  t.reduceGbps = 9.25;
+  t.stepUs = 1.5;
+  t.cores = 2;
+  t.fabricHalfDuplex = true;
+  // Every line sharc-perf --calibrate writes (core::kTunerKeys), and a learned choice.
+  const std::string path = write(t.toText() + "choice.allgather.1048576.4.2 = ring chunk=262144\n");
+  const Cluster c = loadClusterFile(path);
+  EXPECT_EQ(c.localAlphaUs, 3.25);
+  EXPECT_EQ(c.localGBps, 4.5);
+  EXPECT_EQ(c.fabricAlphaUs, 41.5);
+  EXPECT_EQ(c.fabricGBps, 1.75);
+  EXPECT_EQ(c.copyGBps, 7.5);
+  EXPECT_EQ(c.reduceGBps, 9.25);
+  EXPECT_EQ(c.stepUs, 1.5);
+  EXPECT_EQ(c.ranksPerNode, 8);
+  EXPECT_EQ(c.efficiency, 1.0);
+  EXPECT_TRUE(c.fabricHalfDuplex);
+  EXPECT_NE(c.source.find(path), std::string::npos);
+  for (const char* key : core::kTunerKeys) {
+    const auto keys = clusterFileKeys();
+    EXPECT_NE(std::find(keys.begin(), keys.end(), key), keys.end()) << key;
+  }
+}
+
+TEST_F(ClusterFile, ErrorsNameFileLineKeyAndExpectation) {
+  std::string p = write("fabric_gbps = 400\n\nfabric_gibps = 3\n");
+  std::string e = error(p);
+  for (const char* part :
+       {"line 3", "unknown key 'fabric_gibps'", "valid keys", "fabric_gbps", "local.alpha_us"})
+    EXPECT_NE(e.find(part), std::string::npos) << part << " in: " << e;
+  EXPECT_NE(e.find(p), std::string::npos) << e;
+
+  e = error(write("fabric_gbps = fast\n"));
+  EXPECT_NE(e.find("line 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("fabric_gbps = 'fast': expected GB/s"), std::string::npos) << e;
+  e = error(write("ranks_per_node = 2.5\n"));
+  EXPECT_NE(e.find("expected a whole number >= 1"), std::string::npos) << e;
+  e = error(write("efficiency = 1.5\n"));
+  EXPECT_NE(e.find("expected a number in (0, 1]"), std::string::npos) << e;
+  e = error(write("local.gbps = 0\n"));
+  EXPECT_NE(e.find("local.gbps"), std::string::npos) << e;
+  e = error(write("just words\n"));
+  EXPECT_NE(e.find("is not `key = value`"), std::string::npos) << e;
+  e = error("/nonexistent/cluster.txt");
+  EXPECT_NE(e.find("'/nonexistent/cluster.txt': cannot read"), std::string::npos) << e;
+}
+
+// This host: the tuner's parameters of this process (defaults, the host's NICs,
+// SHARC_TUNER_FILE), field by field.
+TEST(ThisHost, TheTunersParameters) {
+  const algo::TunerParams t = algo::TunerParams::fromConfig(core::Config::get());
+  const Cluster c = thisHostCluster(4, 8e9);
+  EXPECT_EQ(c.ranksPerNode, 4);
+  EXPECT_EQ(c.memoryBytes, 8e9);
+  EXPECT_EQ(c.localAlphaUs, t.local.alphaUs);
+  EXPECT_EQ(c.localGBps, t.local.gbps);
+  EXPECT_EQ(c.fabricAlphaUs, t.fabric.alphaUs);
+  EXPECT_EQ(c.fabricGBps, t.fabric.gbps);
+  EXPECT_EQ(c.copyGBps, t.copyGbps);
+  EXPECT_EQ(c.reduceGBps, t.reduceGbps);
+  EXPECT_EQ(c.stepUs, t.stepUs);
+  EXPECT_EQ(c.fabricHalfDuplex, t.fabricHalfDuplex);
+  EXPECT_EQ(c.efficiency, 1.0);
+  EXPECT_EQ(c.name, "this host");
+}
+
+}  // namespace
+}  // namespace sharc::plan

@@ -1,0 +1,168 @@
+// predictCollective / predictGroup / interNodeBytesPerNode (src/plan/cluster_model.hpp) on
+// the built-in profiles and a local cluster: physical consistency, link sharing, the fabric
+// patterns against hand counts, and speed at 1,024 nodes.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "cluster_model.hpp"
+#include "sharc/plan.hpp"
+
+namespace sharc::plan {
+namespace {
+
+constexpr Collective kAll[] = {Collective::AllGather, Collective::ReduceScatter,
+                               Collective::AllReduce};
+
+// A p5-like node, written out here so the tests do not depend on the profiles' figures.
+Cluster localCluster() {
+  Cluster c;
+  c.name = "test";
+  c.ranksPerNode = 8;
+  c.memoryBytes = 80.0 * (1u << 30);
+  c.localAlphaUs = 2;
+  c.localGBps = 300;
+  c.fabricAlphaUs = 5;
+  c.fabricGBps = 400;
+  c.rails = 32;
+  c.copyGBps = 1500;
+  c.reduceGBps = 1000;
+  c.stepUs = 0.5;
+  c.efficiency = 0.8;
+  return c;
+}
+
+std::vector<Cluster> clusters() {
+  std::vector<Cluster> out{localCluster()};
+  for (const std::string& n : builtinClusterNames()) out.push_back(builtinCluster(n));
+  return out;
+}
+
+TEST(PlanCollective, BusBandwidthNeverAboveTheBound) {
+  for (const Cluster& cl : clusters())
+    for (Collective c : kAll)
+      for (int nodes = 1; nodes <= 1024; nodes *= 4)
+        for (size_t b = 1u << 20; b <= (size_t{16} << 30); b *= 8) {
+          const Prediction p = predictCollective(cl, nodes, c, b);
+          EXPECT_GT(p.predictedUs, 0);
+          EXPECT_LE(p.busGBps, p.boundBusGBps * (1 + 1e-9))
+              << cl.name << " " << collectiveName(c) << " " << nodes << " nodes " << b
+              << " bytes: " << p.algorithm;
+          EXPECT_LE(p.boundUs, p.predictedUs * (1 + 1e-9));
+        }
+}
+
+// The bound's own arithmetic against its definition, and nccl-tests' busbw factor.
+TEST(PlanCollective, BoundAndBusBandwidthFormulas) {
+  const Cluster cl = localCluster();
+  const double s = 1 << 30;
+  // (N-1)/N of the data through a node's fabric (twice for AllReduce) and one latency.
+  EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, Collective::AllGather, 1u << 30),
+                   s * 3 / 4 / (400 * 1e3) + 5);
+  EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, Collective::AllReduce, 1u << 30),
+                   2 * s * 3 / 4 / (400 * 1e3) + 5);
+  EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 1, Collective::AllGather, 1u << 30),
+                   s * 7 / 8 / (300 * 1e3) + 2);
+  EXPECT_DOUBLE_EQ(busBandwidthGBps(Collective::AllGather, 1000000, 1000, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(busBandwidthGBps(Collective::AllReduce, 1000000, 1000, 8), 2 * 7.0 / 8);
+}
+
+// With the same data per node (AllGather/ReduceScatter: S = nodes * d; AllReduce: the same
+// vector), more nodes never make a call faster; and a larger call is never faster.
+// AllReduce of one vector on more nodes is allowed 10 %: its blocks (V / n) shrink, and the
+// model's chunk rounding and one node's flat ring (no hierarchy there) move it by up to ~9 %.
+TEST(PlanCollective, MoreNodesOrBytesNeverFaster) {
+  for (const Cluster& cl : clusters())
+    for (Collective c : kAll)
+      for (size_t d : {size_t{1} << 20, size_t{64} << 20, size_t{1} << 30}) {
+        double last = 0;
+        for (int nodes = 1; nodes <= 1024; nodes *= 2) {
+          const size_t bytes = c == Collective::AllReduce ? d : d * static_cast<size_t>(nodes);
+          const double t = predictCollective(cl, nodes, c, bytes).predictedUs;
+          const double slack = c == Collective::AllReduce ? 0.10 : 1e-12;
+          EXPECT_GE(t, last * (1 - slack)) << cl.name << " " << collectiveName(c) << " " << nodes
+                                           << " nodes, " << d << " bytes per node";
+          last = t;
+        }
+      }
+  for (const Cluster& cl : clusters())
+    for (Collective c : kAll)
+      for (int nodes : {1, 2, 16, 256}) {
+        double last = 0;
+        for (size_t b = 1u << 16; b <= (size_t{16} << 30); b *= 2) {
+          const double t = predictCollective(cl, nodes, c, b).predictedUs;
+          EXPECT_GE(t, last) << cl.name << " " << collectiveName(c) << " " << nodes << " " << b;
+          last = t;
+        }
+      }
+}
+
+// The tuner's choice is the cheapest: forcing any algorithm is never faster.
+TEST(PlanCollective, ForcedAlgorithmsNeverBeatTheChoice) {
+  const Cluster cl = localCluster();
+  for (Collective c : kAll)
+    for (int nodes : {1, 2, 8, 64})
+      for (size_t b : {size_t{1} << 16, size_t{16} << 20, size_t{4} << 30}) {
+        const Prediction best = predictCollective(cl, nodes, c, b);
+        for (const char* a : {"ring", "recursive_doubling", "hierarchical"}) {
+          const Prediction forced = predictCollective(cl, nodes, c, b, a);
+          EXPECT_GE(forced.predictedUs, best.predictedUs * (1 - 1e-12))
+              << a << " vs " << best.algorithm << " " << collectiveName(c) << " " << nodes;
+        }
+      }
+}
+
+// Groups sharing a node's NICs: the same as a cluster whose nodes have 1/sharing of the
+// fabric, and slower than one group alone.
+TEST(PlanCollective, GroupsSharingANodeSplitItsFabric) {
+  const Cluster cl = localCluster();
+  Cluster slice = cl;
+  slice.ranksPerNode = 1;
+  slice.fabricGBps = cl.fabricGBps / 8;
+  for (Collective c : kAll)
+    for (int nodes : {2, 16, 128}) {
+      const size_t b = size_t{256} << 20;
+      const Prediction shared = predictGroup(cl, nodes, 1, 8, c, b);
+      const Prediction sliced = predictCollective(slice, nodes, c, b);
+      EXPECT_EQ(shared.predictedUs, sliced.predictedUs);
+      EXPECT_EQ(shared.algorithm, sliced.algorithm);
+      EXPECT_EQ(shared.boundUs, sliced.boundUs);
+      EXPECT_GT(shared.predictedUs, predictGroup(cl, nodes, 1, 1, c, b).predictedUs * 4);
+    }
+  EXPECT_THROW(predictGroup(cl, 2, 1, 0, Collective::AllGather, 1024), Error);
+  EXPECT_THROW(predictCollective(cl, 0, Collective::AllGather, 1024), Error);
+}
+
+// Fabric bytes of one node, counted by hand for 2 nodes x 4 ranks (n = 8, block m = S / 8).
+TEST(PlanCollective, InterNodeBytesOfEachPattern) {
+  const double S = 8e6, m = S / 8;
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("ring", Collective::AllGather, S, 2, 4), 7 * m);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("ring", Collective::AllReduce, S, 2, 4), 14 * m);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("hierarchical", Collective::ReduceScatter, S, 2, 4),
+                   S / 2);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("hierarchical", Collective::AllReduce, S, 2, 4), S);
+  // Recursive doubling: only the distance-4 step crosses; 4 ranks send 4 blocks each.
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("recursive_doubling", Collective::AllGather, S, 2, 4),
+                   16 * m);
+  // Bruck: distance 1 (rank 0 -> 7: 1 block), 2 (ranks 0,1: 2 blocks each), 4 (all 4: 4).
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("bruck", Collective::AllGather, S, 2, 4),
+                   (1 + 2 * 2 + 4 * 4) * m);
+  // Direct: each of the 4 ranks sends its block to the 4 ranks of the other node.
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("direct", Collective::AllGather, S, 2, 4), 16 * m);
+  EXPECT_EQ(interNodeBytesPerNode("ring", Collective::AllGather, S, 1, 8), 0);
+  EXPECT_THROW(interNodeBytesPerNode("nonsense", Collective::AllGather, S, 2, 4), Error);
+}
+
+// sharc-plan's largest sweep stays interactive: 1,024 nodes x 8 ranks, 15 sizes.
+TEST(PlanCollective, FastAtAThousandNodes) {
+  const Cluster cl = localCluster();
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t b = 1u << 20; b <= (size_t{16} << 30); b *= 2)
+    predictCollective(cl, 1024, Collective::AllGather, b);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(s, 5.0) << "15 predictions at 8,192 ranks took " << s << " s";
+}
+
+}  // namespace
+}  // namespace sharc::plan

@@ -1,0 +1,301 @@
+// The simulation check of the cost model (issue 14 item 5): the engine's real schedules
+// replayed over a modelled fabric (src/plan/schedule_sim.hpp) against the tuner's analytic
+// prediction (algo::plan) with the same parameters. Closed forms first (the replay itself),
+// then model against replay on the layouts where the model holds.
+//
+//   test_schedule_sim --table [--quick]   prints the whole sweep as a markdown table
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iostream>
+
+#include "sharc/error.hpp"
+#include "sim_cases.hpp"
+
+namespace sharc::plan {
+namespace {
+
+using algo::Algorithm;
+using simcheck::compare;
+using simcheck::layout;
+
+algo::TunerParams fabricOnly(double alphaUs, double gbps, double stepUs) {
+  algo::TunerParams p = algo::TunerParams::defaults();
+  p.fabric = {alphaUs, gbps};
+  p.stepUs = stepUs;
+  p.copyGbps = 1e6;  // copies and reductions too fast to matter
+  p.reduceGbps = 1e6;
+  p.fabricHalfDuplex = false;
+  return p;
+}
+
+// Two nodes, one message each way: build, post, the bytes at the link rate, one latency.
+TEST(ScheduleSim, OneMessageIsAlphaPlusBytesOverBandwidth) {
+  const auto p = fabricOnly(40, 2, 1);
+  const size_t bytes = 8 << 20;  // AllGather output: 4 MiB per rank
+  const double want = 1 + 1 + (4 << 20) / 2e3 + 40;
+  const SimResult r =
+      simulate(p, layout({1, 1}), Collective::AllGather, bytes, Algorithm::Ring, 64 << 20);
+  EXPECT_NEAR(r.us, want, 1e-6 * want);
+  EXPECT_EQ(r.messages, 2u);
+}
+
+// Half duplex (tcp): the two directions of one connection take turns, so an exchange between
+// two ranks moves twice the bytes through one link.
+TEST(ScheduleSim, HalfDuplexConnectionCarriesBothDirections) {
+  auto p = fabricOnly(40, 2, 1);
+  p.fabricHalfDuplex = true;
+  const SimResult r =
+      simulate(p, layout({1, 1}), Collective::AllGather, 8 << 20, Algorithm::Ring, 64 << 20);
+  const double want = 1 + 1 + 2 * (4 << 20) / 2e3 + 40;
+  EXPECT_NEAR(r.us, want, 1e-6 * want);
+}
+
+// A ring of single-chunk steps on one rank per node: each step waits for the last, so the
+// call is the build plus n-1 times (post + bytes + latency).
+TEST(ScheduleSim, RingStepsAddUp) {
+  const auto p = fabricOnly(20, 4, 2);
+  for (int n : {3, 5, 8}) {
+    const size_t perRank = 1 << 20;
+    const SimResult r = simulate(p, layout(std::vector<int>(n, 1)), Collective::AllGather,
+                                 perRank * n, Algorithm::Ring, 4 << 20);
+    const double want = 2 + (n - 1) * (2 + perRank / 4e3 + 20);
+    EXPECT_NEAR(r.us, want, 1e-6 * want) << n << " ranks";
+  }
+}
+
+// Messages that leave one NIC at the same time share it: direct AllGather on 3 nodes sends two
+// blocks out of every node at once, each at half the rate.
+TEST(ScheduleSim, ConcurrentMessagesShareTheNic) {
+  const auto p = fabricOnly(10, 1, 0);
+  const size_t perRank = 1 << 20;
+  const SimResult r = simulate(p, layout({1, 1, 1}), Collective::AllGather, 3 * perRank,
+                               Algorithm::Direct, 64 << 20);
+  const double want = 2 * perRank / 1e3 + 10;
+  EXPECT_NEAR(r.us, want, 1e-6 * want);
+}
+
+// Ranks of one node talk over their own links, in parallel with the node's NIC: a 2x2 ring
+// step is bounded by the slower of the two.
+TEST(ScheduleSim, LocalAndFabricLinksAreSeparate) {
+  algo::TunerParams p = fabricOnly(10, 1, 0);
+  p.local = {1, 4};
+  const size_t perRank = 1 << 20;
+  const SimResult r =
+      simulate(p, layout({2, 2}), Collective::AllGather, 4 * perRank, Algorithm::Ring, 64 << 20);
+  // Three steps: every chain of three hops crosses the node boundary once or twice, and
+  // node 0's NIC carries all three of rank 1's blocks.
+  const double fabricHop = perRank / 1e3 + 10, localHop = perRank / 4e3 + 1;
+  EXPECT_GE(r.us, 2 * fabricHop + localHop - 1e-6);
+  EXPECT_LE(r.us, 3 * fabricHop + localHop + 1e-6);
+}
+
+TEST(ScheduleSim, RejectsCallsWithNoElementPerRank) {
+  const auto p = fabricOnly(1, 1, 1);
+  try {
+    simulate(p, layout({2, 2}), Collective::AllGather, 8, Algorithm::Ring, 1 << 20);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Result::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("no float32 element"), std::string::npos) << e.what();
+  }
+}
+
+// The engine's ring AllReduce on 4 ranks in 128 chunks per block: the 256 receives it may
+// keep posted fill with all-gather receives (each ready once the reduce-scatter has read its
+// chunk) ahead of the reduce-scatter's later receives, which also wait for the previous
+// step's send. No rank can finish its reduce-scatter: the replay names the receive it waits
+// on. (Found by this replay and confirmed on 4 real ranks, which time out already at 100
+// chunks: issue 14. When the engine's posting order is fixed, this case must complete.)
+// The engine once posted receives in the order they became ready, at most 256: a ring
+// AllReduce of 100+ chunks per block filled them with its all-gather receives and its
+// reduce-scatter never got one (the replay deadlocked at 128 chunks on 4 ranks, 43 on 8, 5 on
+// 64; real ranks too). Receives now go oldest first (schedule.cc): these complete.
+TEST(ScheduleSim, RingAllReduceOfManyChunksCompletes) {
+  const auto p = fabricOnly(10, 1, 1);
+  const size_t chunk = 4096;
+  for (const auto& [ranks, blocks] : {std::pair{4, 128}, {4, 600}, {8, 64}, {64, 8}}) {
+    const std::vector<int> oneEach(static_cast<size_t>(ranks), 1);
+    EXPECT_GT(simulate(p, layout(oneEach), Collective::AllReduce,
+                       static_cast<size_t>(ranks) * blocks * chunk, Algorithm::Ring, chunk)
+                  .us,
+              0)
+        << ranks << " ranks, " << blocks << " chunks per block";
+  }
+}
+
+// sharc-plan's hook: a cluster, a node count and an algorithm name, the tuner's chunk.
+TEST(ScheduleSim, SimulateUsReplaysTheClusterAsTheTunerPlansIt) {
+  const Cluster c = simcheck::p5Like();
+  const size_t bytes = 16 << 20;
+  const algo::NodeMap map = nodeMap(2, c.ranksPerNode);
+  EXPECT_DOUBLE_EQ(
+      simulateUs(c, 2, Collective::AllGather, bytes, "ring", 1 << 20),
+      simulate(tunerParams(c), map, Collective::AllGather, bytes, Algorithm::Ring, 1 << 20).us);
+  EXPECT_GT(simulateUs(c, 2, Collective::AllReduce, bytes, "", 0), 0);
+  EXPECT_THROW(simulateUs(c, 2, Collective::AllGather, bytes, "rings", 0), Error);
+}
+
+// ---- the model against the replay ----------------------------------------------------------
+// Where the tuner's model holds within 10 % of the replay (same parameters, same algorithm and
+// chunk). Where it does not is listed with the reason in the README's "Simulation check": the
+// ring and Bruck on nodes of several ranks (a fabric latency charged on every step where the
+// replay's critical chain crosses nodes about once per node), hierarchical beyond 2 nodes
+// (each rank posts (N-1)*L sends on its critical path; the model counts N+L-2), reversed
+// Bruck's blocks, ring reductions at large sizes (overlapped with the wire in the replay,
+// added in the model) and the receive-side copy the model adds for whole-block messages (a
+// transport effect the replay does not model).
+struct Holds {
+  std::vector<std::vector<int>> layouts;
+  std::vector<Algorithm> algorithms;
+  std::vector<Collective> collectives;
+  std::vector<size_t> sizes;
+};
+
+void expectAgreement(const std::string& name, const algo::TunerParams& p, const Holds& h) {
+  for (const auto& sizes : h.layouts)
+    for (Algorithm a : h.algorithms)
+      for (Collective c : h.collectives)
+        for (size_t b : h.sizes) {
+          const simcheck::Row r = compare(name, p, sizes, c, b, a);
+          EXPECT_LE(std::abs(r.error()), 0.10) << simcheck::rowText(r);
+        }
+}
+
+const std::vector<Collective> kAll = {Collective::AllGather, Collective::ReduceScatter,
+                                      Collective::AllReduce};
+
+TEST(ScheduleSim, ModelAgreesOnOneRankPerNode) {
+  algo::TunerParams p = algo::TunerParams::defaults();
+  p.cores = 1;
+  expectAgreement("2-core defaults", p,
+                  {{{1, 1}, {1, 1, 1, 1}, std::vector<int>(8, 1), std::vector<int>(64, 1)},
+                   {Algorithm::Ring},
+                   {Collective::AllGather, Collective::AllReduce},
+                   {64u << 10, 1u << 20, 16u << 20}});
+  expectAgreement("2-core defaults", p,
+                  {{{1, 1}, {1, 1, 1, 1}, std::vector<int>(8, 1), std::vector<int>(64, 1)},
+                   {Algorithm::Ring},
+                   {Collective::ReduceScatter},
+                   {64u << 10, 1u << 20}});
+  expectAgreement("2-core defaults", p,
+                  {{{1, 1, 1, 1}, std::vector<int>(16, 1)},
+                   {Algorithm::RecursiveDoubling},
+                   kAll,
+                   {64u << 10, 1u << 20}});
+}
+
+TEST(ScheduleSim, ModelAgreesOnOneP5Node) {
+  expectAgreement("p5-like", tunerParams(simcheck::p5Like()),
+                  {{{8}},
+                   {Algorithm::Ring},
+                   {Collective::AllGather, Collective::AllReduce},
+                   {64u << 10, 1u << 20, 16u << 20}});
+  expectAgreement("p5-like", tunerParams(simcheck::p5Like()),
+                  {{{8}}, {Algorithm::RecursiveDoubling}, kAll, {64u << 10, 1u << 20}});
+}
+
+TEST(ScheduleSim, ModelAgreesOnP5NodesWithRecursiveDoubling) {
+  expectAgreement("p5-like", tunerParams(simcheck::p5Like()),
+                  {{{8, 8}, {8, 8, 8, 8}, std::vector<int>(32, 8)},
+                   {Algorithm::RecursiveDoubling},
+                   kAll,
+                   {64u << 10, 1u << 20, 16u << 20}});
+}
+
+TEST(ScheduleSim, ModelAgreesOnTwoP5NodesWithHierarchical) {
+  expectAgreement("p5-like", tunerParams(simcheck::p5Like()),
+                  {{{8, 8}}, {Algorithm::Hierarchical}, kAll, {64u << 10, 1u << 20}});
+  expectAgreement("p5-like", tunerParams(simcheck::p5Like()),
+                  {{{8, 8}},
+                   {Algorithm::Hierarchical},
+                   {Collective::AllGather, Collective::ReduceScatter},
+                   {16u << 20}});
+}
+
+}  // namespace
+
+// ---- the sweep --------------------------------------------------------------------------
+
+namespace simcheck {
+
+struct ClusterCase {
+  std::string name;
+  algo::TunerParams params;
+  std::vector<std::vector<int>> layouts;
+};
+
+inline std::vector<ClusterCase> clusters(bool quick) {
+  algo::TunerParams defaults = algo::TunerParams::defaults();
+  defaults.cores = 1;
+  std::vector<ClusterCase> out;
+  out.push_back({"p5-like", tunerParams(p5Like()),
+                 quick ? std::vector<std::vector<int>>{{8, 8}, {8, 8, 8, 8}, {8, 8, 4}}
+                       : std::vector<std::vector<int>>{{8},
+                                                       {8, 8},
+                                                       {8, 8, 8, 8},
+                                                       std::vector<int>(16, 8),
+                                                       std::vector<int>(32, 8),
+                                                       {8, 4},
+                                                       {8, 8, 4}}});
+  out.push_back({"2-core defaults", defaults,
+                 quick ? std::vector<std::vector<int>>{{1, 1}, {1, 1, 1, 1}}
+                       : std::vector<std::vector<int>>{{1, 1},
+                                                       {1, 1, 1, 1},
+                                                       std::vector<int>(8, 1),
+                                                       std::vector<int>(16, 1),
+                                                       std::vector<int>(64, 1)}});
+  return out;
+}
+
+inline int table(bool quick) {
+  std::cout << tableHeader() << "\n";
+  const std::vector<size_t> sizes =
+      quick ? std::vector<size_t>{64u << 10, 1u << 20, 16u << 20}
+            : std::vector<size_t>{64u << 10, 256u << 10, 1u << 20,   4u << 20,
+                                  16u << 20, 64u << 20,  256u << 20, 1u << 30};
+  for (const auto& cl : clusters(quick))
+    for (const auto& sizes_ : cl.layouts)
+      for (Collective c : {Collective::AllGather, Collective::ReduceScatter, Collective::AllReduce})
+        for (size_t b : sizes) {
+          int n = 0;
+          for (int s : sizes_) n += s;
+          if (c != Collective::AllReduce && b / n < 4) continue;
+          for (Algorithm a : algorithmsFor(c, b, sizes_)) {
+            // Log-step algorithms send whole vectors: beyond 64 MiB they only cost time here.
+            if ((a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck) && b > (64u << 20))
+              continue;
+            const auto t0 = std::chrono::steady_clock::now();
+            Row r;
+            try {
+              r = compare(cl.name, cl.params, sizes_, c, b, a);
+            } catch (const Error& e) {
+              std::cout << "| " << cl.name << " | " << layoutName(sizes_) << " | "
+                        << collectiveName(c) << " | " << algo::algorithmName(a) << " | "
+                        << sizeName(b) << " | | | | " << e.what() << " |\n";
+              continue;
+            }
+            const double s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            std::cout << rowText(r) << (s > 1 ? "  (" + std::to_string(s) + " s)" : "") << "\n"
+                      << std::flush;
+          }
+        }
+  return 0;
+}
+
+}  // namespace simcheck
+}  // namespace sharc::plan
+
+int main(int argc, char** argv) {
+  bool tableMode = false, quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--table") == 0) tableMode = true;
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+  }
+  if (tableMode) return sharc::plan::simcheck::table(quick);
+  testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# sharc-plan's command line: JSON that parses and agrees with the text, bad options (exit 2,
+# valid values listed), and --plot (exit 77 to skip where /usr/bin/python3 lacks matplotlib).
+# usage: test_sharc_plan_cli.sh SHARC_PLAN json|errors|plot
+set -u
+plan=$1
+mode=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+case $mode in
+json)
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 1,2,64 \
+    -b 1M -e 1G -f 4 --json >"$tmp/c.json" || fail "collective --json exit $?"
+  python3 - "$tmp/c.json" <<'PY' || fail "collective JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+assert d["collective"] == "all_gather" and d["cluster"]["name"] == "p5.48xlarge", d["cluster"]
+assert sorted({r["nodes"] for r in rows}) == [1, 2, 64], rows
+assert len(rows) == 3 * 6, len(rows)  # 1M, 4M, ..., 1G
+for r in rows:
+    assert r["ranks"] == 8 * r["nodes"]
+    assert 0 < r["busbw_gbps"] <= r["bound_busbw_gbps"] * (1 + 1e-6), r
+    assert abs(r["pct_of_bound"] - 100 * r["bound_us"] / r["time_us"]) < 1e-3 * r["pct_of_bound"]
+    assert r["algorithm"] in ("ring", "recursive_doubling", "bruck", "hierarchical"), r
+PY
+  "$plan" fsdp --model llama2-70b --cluster p5.48xlarge --nodes 8 --json >"$tmp/f.json" ||
+    fail "fsdp --json exit $?"
+  "$plan" fsdp --model llama2-70b --cluster p5.48xlarge --nodes 8 >"$tmp/f.txt" ||
+    fail "fsdp exit $?"
+  python3 - "$tmp/f.json" "$tmp/f.txt" <<'PY' || fail "fsdp JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read().splitlines()
+c, best = d["candidates"], d["recommended"]
+assert d["world"] == 64 and c[0] == best, best
+fit = [x for x in c if x["fits"]]
+assert best["fits"] and all(x["comm_us"] >= best["comm_us"] for x in fit)
+first = ("recommended: hybrid_shard_degree=%d tensor_parallel_degree=%d (" %
+         (best["hybrid_shard_degree"], best["tensor_parallel_degree"]))
+assert text[0].startswith(first) and best["reason"] in text[0], (text[0], first)
+PY
+  # A custom model and a calibration file (tuner keys) with the memory given.
+  printf 'fabric.gbps = 12.5\nfabric.alpha_us = 20\nlocal.gbps = 40\n' >"$tmp/cal.txt"
+  "$plan" fsdp --params 1.3e9 --layers 24 --hidden 2048 --seq 2048 --vocab 50257 --tied \
+    --calibration "$tmp/cal.txt" --gpu-memory 24 --nodes 4 --json >"$tmp/g.json" ||
+    fail "fsdp custom exit $?"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["cluster"]["fabric_gbps"] == 12.5 and d["model"]["tied_embeddings"]' "$tmp/g.json" ||
+    fail "custom fsdp JSON"
+  # This host: the tuner's parameters, SHARC_TUNER_FILE overriding them.
+  printf 'fabric.gbps = 3.5\nlocal.alpha_us = 2.25\n' >"$tmp/tuner.txt"
+  SHARC_TUNER_FILE="$tmp/tuner.txt" "$plan" collective --this-host --ranks-per-node 2 \
+    --collective all_gather --nodes 2 -b 1M -e 1M --json >"$tmp/h.json" || fail "--this-host exit $?"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d["cluster"]; assert (c["name"], c["fabric_gbps"], c["local_alpha_us"], c["ranks_per_node"], d["rows"][0]["ranks"]) == ("this host", 3.5, 2.25, 2, 4), d' "$tmp/h.json" ||
+    fail "--this-host JSON"
+  # The backtest: JSON rows whatever its verdict (exit 0 in bounds, 1 out of them).
+  "$plan" backtest --json >"$tmp/b.json"
+  rc=$?
+  [ $rc -le 1 ] || fail "backtest --json exit $rc"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rows"]' "$tmp/b.json" ||
+    fail "backtest JSON"
+  ;;
+errors)
+  expect() {  # expect "message part" command...
+    local part=$1; shift
+    "$@" >"$tmp/out" 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] || fail "exit $rc (expected 2) for: $* -- $(cat "$tmp/out")"
+    grep -qF -- "$part" "$tmp/out" || fail "'$part' not in: $(cat "$tmp/out")"
+  }
+  expect "valid: p4d.24xlarge, p5.48xlarge, p5en.48xlarge" "$plan" collective --cluster p6 --collective all_gather
+  expect "valid: all_gather, reduce_scatter, all_reduce" "$plan" collective --cluster p5.48xlarge --collective allgather
+  expect "valid: llama2-7b, llama2-13b, llama2-70b, gpt-175b" "$plan" fsdp --cluster p5.48xlarge --model llama9 --nodes 2
+  expect "unknown option '--node'" "$plan" fsdp --cluster p5.48xlarge --model llama2-7b --node 2
+  expect "valid: collective, fsdp, backtest" "$plan" plan
+  expect "expected a whole number >= 1" "$plan" fsdp --cluster p5.48xlarge --model llama2-7b --nodes 0
+  expect "expected bytes >= 1 with an optional K, M, G or T" "$plan" collective --cluster p5.48xlarge --collective all_gather -b 1Q
+  expect "valid: ring, recursive_doubling, bruck, hierarchical, direct" "$plan" collective --cluster p5.48xlarge --collective all_gather --algorithm fast
+  expect "cannot read" "$plan" fsdp --cluster-file /nonexistent --model llama2-7b --nodes 1
+  printf 'fabric_gbps = 400\nrank_per_node = 8\n' >"$tmp/bad.txt"
+  expect "line 2: unknown key 'rank_per_node'" "$plan" collective --cluster-file "$tmp/bad.txt" --collective all_reduce
+  "$plan" --help | grep -q "sharc-plan fsdp CLUSTER" || fail "--help"
+  ;;
+plot)
+  /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { echo "SKIP: no matplotlib"; exit 77; }
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 1,8,64 -b 1M -e 1G \
+    --plot "$tmp/p.png" >/dev/null || fail "--plot exit $?"
+  [ "$(head -c 8 "$tmp/p.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+    fail "$tmp/p.png is not a PNG"
+  ;;
+*) fail "mode $mode (expected json, errors or plot)" ;;
+esac
+echo PASS
