@@ -27,7 +27,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension, include_path
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SOURCES = ["backend.cc", "backend_lifecycle.cc", "backend_p2p.cc", "cuda_work.cc", "launch.cc", "module.cc",
-           "tensor_args.cc", "work.cc"]
+           "plan_binding.cc", "tensor_args.cc", "work.cc"]
 
 
 def _cuda_configure():

@@ -10,6 +10,7 @@ import time
 import types
 
 import pytest
+import torch
 
 from launcher import run_ranks
 
@@ -198,6 +199,45 @@ def test_node_key_names_host_and_boot():
     assert host
     if os.path.exists("/proc/sys/kernel/random/boot_id"):
         assert len(boot) == 36
+
+
+def _planner_fake(monkeypatch):
+    """The planner as rank 0 of the fake world (its broadcast a no-op)."""
+    from sharc.torch import planner
+
+    monkeypatch.setattr(planner, "dist", types.SimpleNamespace(
+        get_rank=lambda: 0, broadcast_object_list=lambda box, src: None))
+    return planner
+
+
+def test_hybrid_shard_auto_follows_the_planner(fake, monkeypatch):
+    """hybrid_shard_mesh("auto", model=...) builds the mesh of the planner's first fitting
+    candidate without tensor parallelism; with memory for the smallest footprint only, it
+    moves to that candidate."""
+    pytest.importorskip("sharc.torch", reason="sharc.torch is not installed")
+    planner = _planner_fake(monkeypatch)
+    model = torch.nn.Sequential(torch.nn.ModuleList(torch.nn.Linear(256, 256)
+                                                    for _ in range(4)))
+    fake.world = 8
+    spec = planner.model_spec(model)
+
+    def first_fit(memory):
+        ranked = planner.plan_fsdp(spec, world_size=8, ranks_per_node=4, memory_bytes=memory)
+        return next((c for c in ranked if c["fits"] and c["tensor_parallel_degree"] == 1), None)
+
+    lo, hi = 0.0, 2.0**40
+    for _ in range(80):  # the least memory in which one fits
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if first_fit(mid) else (mid, hi)
+    for memory in (2.0**40, hi):
+        want = first_fit(memory)["hybrid_shard_degree"]
+        fake.calls.clear()
+        fake.mesh.hybrid_shard_mesh("auto", ranks_per_node=4, model=model,
+                                    plan_options={"memory_bytes": memory})
+        assert fake.calls == [("cpu", (8 // want, want), ("replicate", "shard"))], memory
+    assert first_fit(2.0**40)["hybrid_shard_degree"] != first_fit(hi)["hybrid_shard_degree"]
+    with pytest.raises(ValueError, match=r'hybrid_shard_mesh\("auto"\) needs model='):
+        fake.mesh.hybrid_shard_mesh("auto", ranks_per_node=4)
 
 
 def test_package_exports():

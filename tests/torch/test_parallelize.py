@@ -81,7 +81,7 @@ def _full(t):
     return (t.full_tensor() if isinstance(t, DTensor) else t).detach().cpu().clone().numpy()
 
 
-def _train_pair(rank, world, shard, tp, per_node):
+def _train_pair(rank, world, shard, tp, per_node, plan_options=None):
     import torch.distributed as dist
 
     model = L.make_model()
@@ -91,7 +91,8 @@ def _train_pair(rank, world, shard, tp, per_node):
     for layer in model.model.layers:
         layer.self_attn.num_heads, layer.self_attn.num_key_value_heads = L.HEADS, L.KV_HEADS
     model, mesh = _parallelize()(model, hybrid_shard_degree=shard, tensor_parallel_degree=tp,
-                                 ranks_per_node=per_node)
+                                 ranks_per_node=per_node, plan_options=plan_options)
+    tp = mesh["tp"].size() if "tp" in mesh.mesh_dim_names else 1  # "auto": the planner's
     attn = model.model.layers[1].self_attn
     head_counts = (attn.num_heads, attn.num_key_value_heads)
     # Consecutive ranks form a tp group, so the tp groups are the data-parallel ranks.
@@ -139,15 +140,48 @@ def _bad_degrees(rank, world):
         "tp_3": lambda: p(model, hybrid_shard_degree=1, tensor_parallel_degree=3),
         "tp_over_node": lambda: p(model, hybrid_shard_degree=1, tensor_parallel_degree=4,
                                   ranks_per_node=2),
-        "auto": lambda: p(model, hybrid_shard_degree="auto", tensor_parallel_degree=2),
+        "auto_tp_alone": lambda: p(model, hybrid_shard_degree=2, tensor_parallel_degree="auto"),
+        "auto_no_fit": lambda: p(model, hybrid_shard_degree="auto", plan_options={
+            "memory_bytes": 1024}),
+        "auto_bad_option": lambda: p(model, hybrid_shard_degree="auto", plan_options={
+            "seq": 8}),
     }
     return {key: _error_of(call) for key, call in calls.items()}
+
+
+def _planned(world):
+    """The planner's ranked candidates for the test model on `world` ranks of one node, as
+    parallelize(..., "auto") asks for them (same spec): with all the memory there is, and with
+    the least memory in which a candidate without tensor parallelism fits (by bisection)."""
+    from sharc.torch import model_spec, plan_fsdp
+    from sharc.torch.parallelize import _find_blocks
+
+    model = L.make_model()
+    spec = model_spec(model, layers=len(_find_blocks(model, None)))
+
+    def ranked(memory):
+        return plan_fsdp(spec, world_size=world, ranks_per_node=world, memory_bytes=memory)
+
+    lo, hi = 0.0, 2.0**40
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        fit = any(c["fits"] and c["tensor_parallel_degree"] == 1 for c in ranked(mid))
+        lo, hi = (lo, mid) if fit else (mid, hi)
+    return {"all": ranked(2.0**40), "tight_memory": hi, "tight": ranked(hi)}
 
 
 def _run_all(rank, world, pairs):
     out = {"errors": _bad_degrees(rank, world)}
     for shard, tp, per_node in pairs:
         out[(shard, tp, per_node)] = _train_pair(rank, world, shard, tp, per_node)
+    if world == 4 and BACKEND == "sharc":
+        # "auto" for both degrees with all the memory there is; then "auto" for the shard
+        # degree alone (tp 1) with just enough memory for the smallest footprint.
+        planned = _planned(world)
+        out["planned"] = planned if rank == 0 else None
+        out["auto"] = _train_pair(rank, world, "auto", "auto", None)
+        out["auto_tight"] = _train_pair(rank, world, "auto", 1, None,
+                                        plan_options={"memory_bytes": planned["tight_memory"]})
     # The default group still works after the failed calls and all the meshes.
     import torch.distributed as dist
 
@@ -202,8 +236,14 @@ def _close(got, want, rtol, atol, what):
     torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
 
 
+def _mesh_degrees(result):
+    names, shape, _ = result["mesh"]
+    dims = dict(zip(names, shape))
+    return dims.get("shard", 1), dims.get("tp", 1)
+
+
 def _check_against_reference(results, key, reference):
-    shard, tp, _ = key
+    tp = _mesh_degrees(results[0][key])[1]
     ref_logits, ref_grads, ref_params = reference
     batches = L.make_batches(STEPS, GLOBAL_BATCH)
     for rank, res in enumerate(results):
@@ -223,10 +263,10 @@ def _check_against_reference(results, key, reference):
         _close(run["params"][name], value, RTOL, ATOL, f"{key} final {name}")
 
 
-def _check_layout(results, key):
+def _check_layout(results, key, degrees=None):
     """The mesh has the documented shape and names, and the parameters are sharded over it:
     every parameter over "shard" (when > 1), the planned layers also over "tp"."""
-    shard, tp, _ = key
+    shard, tp = degrees or key[:2]
     world = len(results)
     dims = [("replicate", world // (shard * tp)), ("shard", shard), ("tp", tp)]
     dims = [(n, s) for n, s in dims if s > 1 or n == "shard"]
@@ -281,6 +321,31 @@ def test_matches_gloo(runs4, gloo4, key):
 
 
 @_needs_fsdp2_on_cpu()
+@pytest.mark.skipif(BACKEND != "sharc", reason="the planner runs with the sharc backend")
+@pytest.mark.parametrize("case", ["auto", "auto_tight"])
+def test_auto_degrees_follow_the_planner(runs4, reference, case):
+    """hybrid_shard_degree="auto": every rank builds the mesh of the planner's best fitting
+    candidate (with tensor_parallel_degree="auto", or 1), and trains like one process. With
+    memory for the smallest footprint only, the choice is a candidate of that footprint,
+    not the one with the least communication."""
+    planned = runs4[0]["planned"]
+    if case == "auto":
+        fits = [c for c in planned["all"] if c["fits"]]
+    else:
+        tp1 = [c for c in planned["tight"] if c["tensor_parallel_degree"] == 1]
+        fits = [c for c in tp1 if c["fits"]]
+        assert fits[0]["memory_bytes"] == min(c["memory_bytes"] for c in tp1), tp1
+        untight = [c for c in planned["all"] if c["tensor_parallel_degree"] == 1]
+        assert untight[0]["hybrid_shard_degree"] != fits[0]["hybrid_shard_degree"], (
+            "the memory limit should change the choice", untight)
+    want = (fits[0]["hybrid_shard_degree"], fits[0]["tensor_parallel_degree"])
+    for rank, res in enumerate(runs4):
+        assert _mesh_degrees(res[case]) == want, (case, rank, ranked)
+    _check_against_reference(runs4, case, reference)
+    _check_layout(runs4, case, degrees=want)
+
+
+@_needs_fsdp2_on_cpu()
 def test_bad_degrees_on_ranks(runs4, runs8):
     for results, world in ((runs4, 4), (runs8, 8)):
         for res in results:
@@ -296,10 +361,14 @@ def test_bad_degrees_on_ranks(runs4, runs8):
             assert errors["tp_over_node"][0] == "ValueError"
             assert "exceeds the 2 ranks per node" in errors["tp_over_node"][1]
             assert "valid tensor_parallel_degree values are [1, 2]" in errors["tp_over_node"][1]
-            assert errors["auto"][0] == "NotImplementedError"
-            assert 'hybrid_shard_degree="auto" is reserved for a planner' in errors["auto"][1]
-            assert (f"valid hybrid_shard_degree values are "
-                    f"{[d for d in (1, 2, 4) if (world // 2) % d == 0]}") in errors["auto"][1]
+            assert errors["auto_tp_alone"][0] == "ValueError"
+            assert 'tensor_parallel_degree="auto" needs hybrid_shard_degree="auto"' in (
+                errors["auto_tp_alone"][1])
+            assert errors["auto_no_fit"][0] == "ValueError"
+            assert "no hybrid_shard_degree fits LlamaForCausalLM" in errors["auto_no_fit"][1]
+            assert "the smallest footprint is" in errors["auto_no_fit"][1]
+            assert errors["auto_bad_option"][0] == "ValueError"
+            assert "unknown keys ['seq']" in errors["auto_bad_option"][1]
             assert res["world_sum"] == world
 
 
@@ -406,9 +475,11 @@ def test_bad_arguments(fake):
         _call(hybrid_shard_degree=2.0)
     with pytest.raises(ValueError, match="tensor_parallel_degree must be >= 1, got 0"):
         _call(hybrid_shard_degree=1, tensor_parallel_degree=0)
-    with pytest.raises(NotImplementedError, match=r"valid hybrid_shard_degree values are "
-                       r"\[1, 2, 4\]"):
-        _call(hybrid_shard_degree="auto", ranks_per_node=4)
+    with pytest.raises(ValueError, match='tensor_parallel_degree="auto" needs '
+                       'hybrid_shard_degree="auto"'):
+        _call(hybrid_shard_degree=1, tensor_parallel_degree="auto")
+    with pytest.raises(TypeError, match="plan_options must be a dict or None, got str"):
+        _call(hybrid_shard_degree="auto", plan_options="fast")
     with pytest.raises(TypeError, match="mixed_precision must be"):
         _call(hybrid_shard_degree=1, mixed_precision="bf16")
     with pytest.raises(ValueError, match='tp_plan must be "auto" or a dict'):

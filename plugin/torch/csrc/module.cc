@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "plan_binding.hpp"
 #include "tensor_args.hpp"
 #include "torch_compat.hpp"
 
@@ -64,6 +65,7 @@ PYBIND11_MODULE(_C, m) {
         return py::make_tuple(ok, why);
       },
       "(usable, why not): whether libsharc can run collectives on CUDA tensors here.");
+  sharc::torch_backend::registerPlan(m);
   m.attr("TORCH_VERSION_BUILT") = std::to_string(TORCH_VERSION_MAJOR) + "." +
                                   std::to_string(TORCH_VERSION_MINOR);
 }

@@ -19,9 +19,10 @@ import torch.distributed as dist
 from .. import _C
 from .mesh import hybrid_shard_mesh, hybrid_shard_tp_mesh, ranks_per_node, tp_dp_mesh
 from .parallelize import auto_tp_plan, parallelize
+from .planner import model_spec, plan_fsdp
 
 __all__ = ["hybrid_shard_mesh", "tp_dp_mesh", "hybrid_shard_tp_mesh", "ranks_per_node",
-           "parallelize", "auto_tp_plan", "BACKEND", "DEVICES"]
+           "parallelize", "auto_tp_plan", "model_spec", "plan_fsdp", "BACKEND", "DEVICES"]
 
 BACKEND = "sharc"
 # The devices whose tensors the backend takes (torch maps both to one backend object).

@@ -185,7 +185,8 @@ def _tp_node_reason(tp_degree, per_node):
             "groups would span node boundaries")
 
 
-def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -> DeviceMesh:
+def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None, model=None,
+                      plan_options=None) -> DeviceMesh:
     """Returns the 2-D ``("replicate", "shard")`` mesh for FSDP ``HYBRID_SHARD``.
 
     The mesh has shape ``(world_size // shard_degree, shard_degree)``: each shard group is
@@ -201,10 +202,15 @@ def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -
     This is a collective: every rank must call it with the same arguments.
 
     Args:
-        shard_degree: ranks per shard group; >= 1 and dividing the world size.
+        shard_degree: ranks per shard group; >= 1 and dividing the world size. ``"auto"``:
+            sharc's planner picks it for ``model`` (see :func:`sharc.torch.parallelize`;
+            here without tensor parallelism), on rank 0 for every rank.
         device_type: the mesh's device type (``"cpu"``, ``"cuda"``).
         ranks_per_node: the ranks each node runs; ``None`` detects it with
             :func:`ranks_per_node` (and checks that each node's ranks are consecutive).
+        model: the (unsharded) module to plan for; needed with ``"auto"`` only.
+        plan_options: as for :func:`sharc.torch.parallelize` (``seq_len``, ``micro_batch``,
+            ``memory_bytes``).
 
     Returns:
         The DeviceMesh, with dimension names ``("replicate", "shard")``.
@@ -216,6 +222,21 @@ def hybrid_shard_mesh(shard_degree, *, device_type="cpu", ranks_per_node=None) -
         RuntimeError: if torch.distributed is not initialised.
     """
     _require_initialized("hybrid_shard_mesh()")
+    if isinstance(shard_degree, str) and shard_degree == "auto":
+        if model is None:
+            raise ValueError('hybrid_shard_mesh("auto") needs model=: the planner sizes the '
+                             "shard groups by the model's parameters")
+        from . import planner  # here: planner imports this module
+        options = planner.plan_options(plan_options)
+        world, per_node = _layout(ranks_per_node)
+        spec = planner.model_spec(model, seq_len=options.get("seq_len"),
+                                  micro_batch=options.get("micro_batch", 1))
+        memory = options.get("memory_bytes") or planner.device_memory_bytes(device_type,
+                                                                           per_node)
+        shard_degree = planner.agreed_choice(spec, world=world, per_node=per_node,
+                                             memory_bytes=memory,
+                                             tp_choices=[1])["hybrid_shard_degree"]
+        ranks_per_node = per_node
     shard_degree = _positive_int(shard_degree, "shard_degree")
     world, per_node = _layout(ranks_per_node)
     _check_shard_degree(shard_degree, world, per_node)

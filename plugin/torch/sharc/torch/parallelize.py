@@ -41,6 +41,7 @@ import torch
 import torch.nn as nn
 
 from . import mesh as _mesh
+from . import planner as _planner
 
 __all__ = ["parallelize", "auto_tp_plan", "fsdp2_runs_on_cpu"]
 
@@ -234,7 +235,7 @@ def _device_type(model, device):
 
 def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_precision=None,
                 tp_plan="auto", device=None, ranks_per_node=None, blocks=None,
-                reshard_after_forward=True):
+                reshard_after_forward=True, plan_options=None):
     """Shards ``model`` with FSDP2 over ``hybrid_shard_degree`` ranks (replicated across the
     rest) and splits its layers over ``tensor_parallel_degree`` ranks; returns
     ``(model, mesh)``.
@@ -262,11 +263,14 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
 
     Args:
         model: the module, on ``device`` (its parameters are moved there otherwise).
-        hybrid_shard_degree: ranks a parameter is sharded over (an int). ``"auto"`` is reserved
-            for a planner that does not exist yet and raises NotImplementedError (naming the
-            values that fit).
+        hybrid_shard_degree: ranks a parameter is sharded over (an int), or ``"auto"``: sharc's
+            planner (:mod:`sharc.torch.planner`, the model of ``sharc-plan fsdp``) picks the
+            degree with the least predicted communication per step among those whose
+            memory per rank fits, on rank 0, for every rank.
         tensor_parallel_degree: ranks a layer is split over; must divide the ranks per node
-            and every size the plan splits (head counts, MLP width, vocabulary).
+            and every size the plan splits (head counts, MLP width, vocabulary). ``"auto"``
+            (only with ``hybrid_shard_degree="auto"``) lets the planner pick it too, among
+            the degrees that fit the nodes and the model.
         mixed_precision: a ``torch.distributed.fsdp.MixedPrecisionPolicy``, or None (FSDP2's
             default: compute in the parameters' dtype).
         tp_plan: ``"auto"`` (:func:`auto_tp_plan`) or ``{module FQN or fnmatch pattern:
@@ -281,6 +285,11 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
             of the outermost ``nn.ModuleList``s.
         reshard_after_forward: passed to ``fully_shard`` for the blocks (the root keeps its
             parameters gathered between forward and backward, as FSDP2 does by default).
+        plan_options: for ``"auto"``, a dict overriding what the planner is told:
+            ``seq_len`` (tokens per sequence; default the config's
+            ``max_position_embeddings`` capped at 4096), ``micro_batch`` (sequences per rank
+            and step, default 1), ``memory_bytes`` (of one rank's device; default the CUDA
+            device's, or on CPU the host's memory divided by its ranks).
 
     Returns:
         ``(model, mesh)``: the same module object, now FSDP2 (and TP) sharded, and the
@@ -289,9 +298,9 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
 
     Raises:
         ValueError: a degree that does not fit the world size, the nodes or the model (the
-            message lists the values that do); no blocks found.
+            message lists the values that do); no blocks found; ``"auto"`` and no degree
+            fits the memory (the message names the smallest footprint).
         TypeError: a degree that is not an int, a bad ``tp_plan`` or ``mixed_precision``.
-        NotImplementedError: ``hybrid_shard_degree="auto"``.
         RuntimeError: torch.distributed not initialised; CPU tensors on a torch whose FSDP2
             cannot shard them (2.6; see :func:`fsdp2_runs_on_cpu`).
     """
@@ -300,7 +309,13 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
     auto_shard = isinstance(hybrid_shard_degree, str) and hybrid_shard_degree == "auto"
     if not auto_shard:
         hybrid_shard_degree = _mesh._positive_int(hybrid_shard_degree, "hybrid_shard_degree")
-    tp = _mesh._positive_int(tensor_parallel_degree, "tensor_parallel_degree")
+    auto_tp = isinstance(tensor_parallel_degree, str) and tensor_parallel_degree == "auto"
+    if auto_tp and not auto_shard:
+        raise ValueError('tensor_parallel_degree="auto" needs hybrid_shard_degree="auto" (the '
+                         "planner picks both), got hybrid_shard_degree="
+                         f"{hybrid_shard_degree}")
+    tp = 0 if auto_tp else _mesh._positive_int(tensor_parallel_degree, "tensor_parallel_degree")
+    options = _planner.plan_options(plan_options)
     if mixed_precision is None:
         mixed_precision = api.MixedPrecisionPolicy()
     elif not isinstance(mixed_precision, api.MixedPrecisionPolicy):
@@ -309,7 +324,7 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
     if isinstance(tp_plan, str):
         if tp_plan != "auto":
             raise ValueError(f'tp_plan must be "auto" or a dict, got {tp_plan!r}')
-        plan = auto_tp_plan(model) if tp > 1 else {}
+        plan = auto_tp_plan(model) if tp != 1 else {}
     elif isinstance(tp_plan, dict):
         for key, style in tp_plan.items():
             if not isinstance(key, str) or not isinstance(style, api.ParallelStyle):
@@ -318,7 +333,7 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
         plan = dict(tp_plan)
     else:
         raise TypeError(f'tp_plan must be "auto" or a dict, got {type(tp_plan).__name__}')
-    resolved = _resolve_plan(model, plan) if tp > 1 else []
+    resolved = _resolve_plan(model, plan) if tp != 1 else []
     if tp > 1 and not resolved:
         raise ValueError(
             "tensor_parallel_degree > 1 but the tensor-parallel plan matches no module of "
@@ -330,14 +345,26 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
 
     # The layout is a collective; later checks use the value, so they need no more traffic.
     world, per_node = _mesh._layout(ranks_per_node)
-    _check_tp_degree(tp, world, per_node, _split_sizes(model, resolved))
+    sizes = _split_sizes(model, resolved)
+    if auto_tp:
+        tp_choices = [d for d in _mesh._divisors(per_node)
+                      if d == 1 or (resolved and _tp_fits(d, world, per_node, sizes))]
+    else:
+        _check_tp_degree(tp, world, per_node, sizes)
+        tp_choices = [tp]
     if auto_shard:
-        valid = _mesh._valid_shard_degrees(world, per_node, tp)
-        raise NotImplementedError(
-            'hybrid_shard_degree="auto" is reserved for a planner that is not implemented '
-            f"yet; pass an int: for {_mesh._layout_text(world, per_node)} with "
-            f"tensor_parallel_degree={tp}, valid hybrid_shard_degree values are {valid}"
-        )
+        spec = _planner.model_spec(
+            model, layers=len(block_modules), seq_len=options.get("seq_len"),
+            micro_batch=options.get("micro_batch", 1),
+            param_bytes=_param_bytes(mixed_precision))
+        memory = options.get("memory_bytes") or _planner.device_memory_bytes(
+            _device_type(model, device), per_node)
+        choice = _planner.agreed_choice(spec, world=world, per_node=per_node,
+                                        memory_bytes=memory, tp_choices=tp_choices)
+        hybrid_shard_degree = choice["hybrid_shard_degree"]
+        tp = choice["tensor_parallel_degree"]
+        if tp == 1:
+            plan, resolved = {}, []
     # Checked here too (hybrid_shard_tp_mesh checks again): bad degrees come before the CPU
     # check below, so their message names the valid values on any torch.
     _mesh._check_shard_degree(hybrid_shard_degree, world, per_node, name="hybrid_shard_degree",
@@ -363,6 +390,21 @@ def parallelize(model, *, hybrid_shard_degree, tensor_parallel_degree=1, mixed_p
                         reshard_after_forward=reshard_after_forward)
     api.fully_shard(model, mesh=dp_mesh, mp_policy=mixed_precision)
     return model, mesh
+
+
+def _tp_fits(tp, world, per_node, sizes):
+    try:
+        _check_tp_degree(tp, world, per_node, sizes)
+        return True
+    except ValueError:
+        return False
+
+
+def _param_bytes(mixed_precision):
+    """Bytes per element FSDP's collectives move: the policy's param_dtype, else None (the
+    parameters' own)."""
+    dtype = getattr(mixed_precision, "param_dtype", None)
+    return torch.empty((), dtype=dtype).element_size() if dtype is not None else None
 
 
 def _localize_head_counts(model, resolved, tp):
