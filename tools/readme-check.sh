@@ -86,6 +86,16 @@ check() {
       echo "run: SHARC_TUNER_FILE=$tmp/sharc.tuner mpirun --allow-run-as-root --oversubscribe -np 4 build/perf/sharc-perf all_gather -b 1K -e 1M -f 4 -n 5 -w 1 --explain" ;;
     'COLLS="all_gather reduce_scatter all_reduce" bash tools/compare-mpi.sh 5 2 4')
       echo "run: COLLS=all_gather bash tools/compare-mpi.sh 1 2" ;;
+    "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1M -e 16G -f 4" | \
+      "build/tools/sharc-plan fsdp --model llama2-70b --cluster p5.48xlarge --nodes 64 | head -12")
+      echo "run: same" ;;
+    "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 2,8,64,256,1024 -b 1M -e 16G --plot plan-p5.png")
+      echo "run: build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 2,8,64,256,1024 -b 1M -e 16G --plot $tmp/plan-p5.png >/dev/null" ;;
+    "SHARC_TUNER_SAVE=/tmp/learned.txt SHARC_DEBUG=INFO build/perf/sharc-perf reduce_scatter -N 2 -b 64M -e 64M -n 100 -w 5")
+      echo "run: SHARC_TUNER_SAVE=$tmp/learned.txt SHARC_TUNER_LEARN_AFTER=4 build/perf/sharc-perf reduce_scatter -N 2 -b 1M -e 1M -n 40 -w 1 >/dev/null" ;;
+    "SHARC_TUNER_FILE=/tmp/learned.txt build/perf/sharc-perf reduce_scatter -N 2 -b 64M -e 64M -n 20 -w 5")
+      echo "run: SHARC_TUNER_FILE=$tmp/learned.txt build/perf/sharc-perf reduce_scatter -N 2 -b 1M -e 1M -n 5 -w 1 >/dev/null" ;;
+    "cat /tmp/learned.txt") echo "run: grep -q '^choice\\.reducescatter\\.' $tmp/learned.txt" ;;
     *) echo "unknown" ;;
   esac
 }
