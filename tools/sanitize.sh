@@ -46,7 +46,8 @@ fi
 # since their tests also run tools and drivers (sharc-perf, sharc-trace, ...).
 targets=(all)
 if [[ ${suites[*]} == unit ]]; then
-  targets=(sharc_unit_tests sharc_topology_tests sharc-topo)
+  targets=(sharc_unit_tests sharc_topology_tests sharc-topo sharc_learned_tuner_unit
+           test_schedule_sim test_backtest test_plan sharc-plan)
 fi
 label_re="^($(IFS='|'; echo "${suites[*]}"))\$"
 

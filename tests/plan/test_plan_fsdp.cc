@@ -118,7 +118,8 @@ TEST(PlanFsdp, ShardGroupsShareTheNodesNics) {
   slice.ranksPerNode = 1;
   slice.fabricGBps = cl.fabricGBps / 8;
   for (int N : {2, 8, 32}) {
-    const FsdpCandidate& c = find(planFsdp(m, cl, N), N, 8);
+    const std::vector<FsdpCandidate> plan = planFsdp(m, cl, N);  // find() points into it
+    const FsdpCandidate& c = find(plan, N, 8);
     const double pb = m.paramBytes;
     auto ag = [&](const Cluster& k, double params) {
       return predictCollective(k, N, Collective::AllGather,
