@@ -122,6 +122,9 @@ class Schedule final : public transport::TransferOwner {
   /// Posts what is ready and runs local operations; returns the state afterwards.
   State advance();
   State state() const { return state_; }
+  /// Moves the deadline (SHARC_TIMEOUT_MS) later by `extra` (the stall probe's grace for a
+  /// rank whose peer is alive and itself waiting: stall_probe.cc).
+  void extendDeadline(std::chrono::steady_clock::duration extra) { ctx_.deadline += extra; }
   /// Fails the schedule: cancels posted transfers (they drain via the endpoint).
   void fail(Result code, const std::string& message);
   Result errorCode() const { return errorCode_; }

@@ -231,6 +231,7 @@ class RequestState {
   std::chrono::steady_clock::time_point startedAt{}, probedAt{};
   int probedPeer = -1;        ///< the peer asked last, while its answer is awaited
   bool reportedSilence = false;  ///< the peer's silence has been logged
+  bool graceGiven = false;       ///< the deadline was moved once (stall_probe.cc, kWaiterGrace)
   std::string probeNote;      ///< what the stall probe found (added to a timeout's message)
 };
 

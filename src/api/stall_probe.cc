@@ -19,6 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How much later a rank whose peer is alive and itself waiting times out (once per call).
+constexpr std::chrono::seconds kWaiterGrace{1};
+
 // Control messages: 'Q' + ProbeQuery, 'R' + ProbeReply.
 struct ProbeQuery {
   ProbeCall mine;  // the asker's call
@@ -229,6 +232,17 @@ void CommState::readReply(int peer, const std::string& body) {
            << static_cast<double>(a.lastCompletedAgeMs) / 1000.0 << " s ago";
     else
       note << "it has completed no call yet";
+  }
+  // The peer is alive and in this call, itself waiting on a third rank: this rank's wait is a
+  // consequence. Its timeout moves once by kWaiterGrace, so that the rank nearer the cause
+  // (waiting on a silent or dead peer) times out first and its abort notice, naming that
+  // peer, fails this call (in a ring with a dead rank, the others would otherwise name
+  // whichever live neighbour they happened to wait on).
+  if (a.atAskedSeq.seq == mine.seq && a.current.seq == mine.seq && a.currentWaitsOn >= 0 &&
+      a.currentWaitsOn != rank &&
+      a.atAskedSeq.state != static_cast<uint8_t>(TraceState::Completed) && !r->graceGiven) {
+    r->graceGiven = true;
+    r->schedule->extendDeadline(kWaiterGrace);
   }
   if (note.str() != r->probeNote) {
     r->probeNote = note.str();
