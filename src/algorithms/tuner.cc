@@ -92,7 +92,6 @@ constexpr double kFifoBytesOversubscribed = 16 << 10;
 constexpr double kReduceGbps = 10.0;
 constexpr double kStepUs = 1.0;
 
-constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20};
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
 
@@ -274,10 +273,6 @@ bool unchunked(Algorithm a) {
   return a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
 }
 
-bool chunkMatters(Algorithm a) {
-  return a == Algorithm::Ring || a == Algorithm::Direct || a == Algorithm::Hierarchical;
-}
-
 // Bytes the whole call moves in one message for the unchunked algorithms.
 size_t wholeMessage(const CallShape& s) {
   return s.kind == CollKind::AllReduce ? s.bytesPerRank
@@ -431,6 +426,10 @@ std::string TunerParams::toText() const {
                 stepUs, cores, localCacheGbps, switchUs, fabricHalfDuplex ? 1 : 0,
                 cmaGbps > 0 ? cmaGbps : copyGbps);
   return buf;
+}
+
+bool chunkMatters(Algorithm a) {
+  return a == Algorithm::Ring || a == Algorithm::Direct || a == Algorithm::Hierarchical;
 }
 
 std::vector<Algorithm> candidates(const CallShape& s) {

@@ -100,6 +100,12 @@ struct Plan {
 /// built-in link where no NIC rate is known. `source` (if given) says which.
 LinkParams hostFabric(const core::Config& config, std::string* source = nullptr);
 
+/// The chunk sizes plan() chooses among for the algorithms whose chunk matters.
+inline constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20};
+/// Whether `a` is pipelined in chunks (ring, direct, hierarchical): the others send whole
+/// blocks, so their chunk changes nothing.
+bool chunkMatters(Algorithm a);
+
 /// The algorithms that can run `shape` (before any override), in a fixed order.
 std::vector<Algorithm> candidates(const CallShape& shape);
 /// The model's time for running `shape` with `a` in chunks of `chunkBytes`; fills

@@ -32,13 +32,6 @@ constexpr double kKeepMargin = 1.03;
 // Shapes remembered per communicator; past it the ones still counting are forgotten.
 constexpr size_t kMaxShapes = 1024;
 
-// The chunk sizes the model chooses among, and the algorithms whose chunk it weighs: the
-// same lists as tuner.cc (kChunkChoices, chunkMatters).
-constexpr size_t kChunks[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20};
-bool chunkMatters(Algorithm a) {
-  return a == Algorithm::Ring || a == Algorithm::Direct || a == Algorithm::Hierarchical;
-}
-
 std::string fmtBytes(size_t b) {
   if (b >= (1u << 20) && b % (1u << 20) == 0) return std::to_string(b >> 20) + "M";
   if (b >= (1u << 10) && b % (1u << 10) == 0) return std::to_string(b >> 10) + "K";
@@ -104,17 +97,17 @@ std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& sha
   const auto same = [block](const LearnedPlan& x, const LearnedPlan& y) {
     return x.algorithm == y.algorithm &&
            (x.chunkBytes == y.chunkBytes ||
-            (chunkMatters(x.algorithm) && x.algorithm != Algorithm::Hierarchical &&
+            (algo::chunkMatters(x.algorithm) && x.algorithm != Algorithm::Hierarchical &&
              x.chunkBytes >= block && y.chunkBytes >= block));
   };
   std::vector<Scored> all, bestPerAlgorithm;
   for (Algorithm a : algo::candidates(shape)) {
     std::vector<size_t> chunks;
-    if (shape.chunkBytesSet || !chunkMatters(a)) {
+    if (shape.chunkBytesSet || !algo::chunkMatters(a)) {
       chunks.push_back(std::min(shape.chunkBytes, cap));
     } else {
       // Chunks past a rank's block give the same schedule: only the first of them is tried.
-      for (size_t c : kChunks)
+      for (size_t c : algo::kChunkChoices)
         if (c <= cap && (chunks.empty() || a == Algorithm::Hierarchical || chunks.back() < block))
           chunks.push_back(c);
       if (chunks.empty()) chunks.push_back(cap);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cluster_model.hpp"
+#include "plan_test_cluster.hpp"
 #include "sharc/plan.hpp"
 
 namespace sharc::plan {
@@ -15,26 +16,8 @@ namespace {
 constexpr Collective kAll[] = {Collective::AllGather, Collective::ReduceScatter,
                                Collective::AllReduce};
 
-// A p5-like node, written out here so the tests do not depend on the profiles' figures.
-Cluster localCluster() {
-  Cluster c;
-  c.name = "test";
-  c.ranksPerNode = 8;
-  c.memoryBytes = 80.0 * (1u << 30);
-  c.localAlphaUs = 2;
-  c.localGBps = 300;
-  c.fabricAlphaUs = 5;
-  c.fabricGBps = 400;
-  c.rails = 32;
-  c.copyGBps = 1500;
-  c.reduceGBps = 1000;
-  c.stepUs = 0.5;
-  c.efficiency = 0.8;
-  return c;
-}
-
 std::vector<Cluster> clusters() {
-  std::vector<Cluster> out{localCluster()};
+  std::vector<Cluster> out{testCluster()};
   for (const std::string& n : builtinClusterNames()) out.push_back(builtinCluster(n));
   return out;
 }
@@ -55,7 +38,7 @@ TEST(PlanCollective, BusBandwidthNeverAboveTheBound) {
 
 // The bound's own arithmetic against its definition, and nccl-tests' busbw factor.
 TEST(PlanCollective, BoundAndBusBandwidthFormulas) {
-  const Cluster cl = localCluster();
+  const Cluster cl = testCluster();
   const double s = 1 << 30;
   // (N-1)/N of the data through a node's fabric (twice for AllReduce) and one latency.
   EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, Collective::AllGather, 1u << 30),
@@ -100,7 +83,7 @@ TEST(PlanCollective, MoreNodesOrBytesNeverFaster) {
 
 // The tuner's choice is the cheapest: forcing any algorithm is never faster.
 TEST(PlanCollective, ForcedAlgorithmsNeverBeatTheChoice) {
-  const Cluster cl = localCluster();
+  const Cluster cl = testCluster();
   for (Collective c : kAll)
     for (int nodes : {1, 2, 8, 64})
       for (size_t b : {size_t{1} << 16, size_t{16} << 20, size_t{4} << 30}) {
@@ -116,7 +99,7 @@ TEST(PlanCollective, ForcedAlgorithmsNeverBeatTheChoice) {
 // Groups sharing a node's NICs: the same as a cluster whose nodes have 1/sharing of the
 // fabric, and slower than one group alone.
 TEST(PlanCollective, GroupsSharingANodeSplitItsFabric) {
-  const Cluster cl = localCluster();
+  const Cluster cl = testCluster();
   Cluster slice = cl;
   slice.ranksPerNode = 1;
   slice.fabricGBps = cl.fabricGBps / 8;
@@ -156,7 +139,7 @@ TEST(PlanCollective, InterNodeBytesOfEachPattern) {
 
 // sharc-plan's largest sweep stays interactive: 1,024 nodes x 8 ranks, 15 sizes.
 TEST(PlanCollective, FastAtAThousandNodes) {
-  const Cluster cl = localCluster();
+  const Cluster cl = testCluster();
   const auto start = std::chrono::steady_clock::now();
   for (size_t b = 1u << 20; b <= (size_t{16} << 30); b *= 2)
     predictCollective(cl, 1024, Collective::AllGather, b);

@@ -7,28 +7,13 @@
 #include <set>
 #include <utility>
 
+#include "plan_test_cluster.hpp"
 #include "sharc/error.hpp"
 #include "sharc/plan.hpp"
 #include "sharc/plan_fsdp.hpp"
 
 namespace sharc::plan {
 namespace {
-
-Cluster localCluster(int ranksPerNode = 8) {
-  Cluster c;
-  c.name = "test";
-  c.ranksPerNode = ranksPerNode;
-  c.memoryBytes = 80.0 * (1u << 30);
-  c.localAlphaUs = 2;
-  c.localGBps = 300;
-  c.fabricAlphaUs = 5;
-  c.fabricGBps = 400;
-  c.copyGBps = 1500;
-  c.reduceGBps = 1000;
-  c.stepUs = 0.5;
-  c.efficiency = 0.8;
-  return c;
-}
 
 const FsdpCandidate& find(const std::vector<FsdpCandidate>& v, int s, int tp) {
   for (const auto& c : v)
@@ -48,7 +33,7 @@ TEST(PlanFsdp, ClosedFormsOfInterNodeBytes) {
     const double P = m.parameters * m.paramBytes;
     for (int L : {8, 1, 4})
       for (int N : {1, 2, 3, 4, 8, 16, 64}) {
-        const auto plan = planFsdp(m, localCluster(L), N);
+        const auto plan = planFsdp(m, testCluster(L), N);
         const FsdpCandidate& full = find(plan, N * L, 1);
         const FsdpCandidate& none = find(plan, 1, 1);
         EXPECT_LE(relErr(full.interNodeBytesPerNode, 3 * P * (N - 1) / N), 1e-12)
@@ -77,7 +62,7 @@ TEST(PlanFsdp, ExactlyTheDegreesTheTorchMeshAccepts) {
           const int perNode = L / tp;
           if (s <= perNode ? perNode % s == 0 : s % perNode == 0) expected.insert({s, tp});
         }
-      for (const auto& c : planFsdp(m, localCluster(L), N)) {
+      for (const auto& c : planFsdp(m, testCluster(L), N)) {
         EXPECT_TRUE(got.insert({c.hybridShardDegree, c.tensorParallelDegree}).second)
             << "duplicate s=" << c.hybridShardDegree << " tp=" << c.tensorParallelDegree;
         EXPECT_EQ(c.replicas * c.hybridShardDegree * c.tensorParallelDegree, W);
@@ -90,7 +75,7 @@ TEST(PlanFsdp, ExactlyTheDegreesTheTorchMeshAccepts) {
 // split over s * tp; memory falls as s grows.
 TEST(PlanFsdp, MemoryFollowsZeroAndFallsWithTheShardDegree) {
   const ModelSpec m = builtinModel("llama2-13b");
-  const auto plan = planFsdp(m, localCluster(), 4);
+  const auto plan = planFsdp(m, testCluster(), 4);
   for (const auto& c : plan) {
     const double shard = c.hybridShardDegree * c.tensorParallelDegree;
     EXPECT_LE(relErr(c.paramBytes + c.gradBytes + c.optimizerBytes, 16 * m.parameters / shard),
@@ -113,7 +98,7 @@ TEST(PlanFsdp, MemoryFollowsZeroAndFallsWithTheShardDegree) {
 // cross its NICs together: each AllGather runs at 1/8 of the node's fabric.
 TEST(PlanFsdp, ShardGroupsShareTheNodesNics) {
   const ModelSpec m = builtinModel("llama2-70b");
-  const Cluster cl = localCluster();
+  const Cluster cl = testCluster();
   Cluster slice = cl;
   slice.ranksPerNode = 1;
   slice.fabricGBps = cl.fabricGBps / 8;
@@ -215,10 +200,10 @@ TEST(PlanFsdp, PresetsAndErrors) {
     EXPECT_NE(std::string(e.what()).find("llama2-70b"), std::string::npos) << e.what();
   }
   ModelSpec bad = builtinModel("llama2-7b");
-  EXPECT_THROW(planFsdp(bad, localCluster(), 0), Error);
+  EXPECT_THROW(planFsdp(bad, testCluster(), 0), Error);
   bad.vocab = 10000000;  // embeddings larger than the model
   try {
-    planFsdp(bad, localCluster(), 1);
+    planFsdp(bad, testCluster(), 1);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tied embeddings?"), std::string::npos) << e.what();
