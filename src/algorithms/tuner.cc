@@ -29,7 +29,8 @@
 //                                    link], o*(L-1)*N*m*b_local)
 //   ReduceScatter Ring               n-1 steps to r+1 of m, reducing m
 //                 RecursiveDoubling  step k: distance n/2^(k+1), that many blocks (unchunked)
-//                 Bruck              step k: to r+2^k, the blocks with bit k set (unchunked)
+//                 Bruck              d = floorPow2(n-1) down to 1: to r+d, (length-d)*m,
+//                                    length = d (unchunked) + o*n*m*c rotation
 //                 DirectRead         2*(o*a + (n-1)*s) + o*(n-1)*m*(c + g)
 //                 Hierarchical       the same transfers in reverse, plus o*(n-1)*m*g
 //   AllReduce     Ring               ReduceScatter ring + AllGather ring on V/n blocks
@@ -161,6 +162,23 @@ class Model {
   // rendezvous, where the turns were measured; smaller ones were not seen to).
   bool halfDuplex(double x) const { return p_.fabricHalfDuplex && x > kEagerBytes; }
 
+  double stepUs() const { return p_.stepUs; }
+
+  // Latency along the ring's critical chain: n-1 consecutive edges r -> r+1, the slowest
+  // chain leaving out one local edge where there is one. ReduceScatter receives into one of
+  // two buffers only once the send that read it is delivered (reduce_scatter.cc), so a rank
+  // whose edge crosses nodes pays that edge every other step as well.
+  double ringChainAlpha(bool reduce) const {
+    int cross = 0;
+    for (int r = 0; r < n_; ++r) cross += node_[r] != node_[(r + 1) % n_] ? 1 : 0;
+    const int fabricHops = std::min(cross, n_ - 1);
+    double chain = fabricHops * p_.fabric.alphaUs + (n_ - 1 - fabricHops) * localLatency();
+    if (reduce && cross > 0 && n_ > 2)
+      chain = std::max(chain, ((n_ - 2) / 2 + 1) * (p_.fabric.alphaUs + p_.stepUs) -
+                                  (n_ - 1) * p_.stepUs + localLatency());
+    return chain;
+  }
+
   int n() const { return n_; }
   int nodes() const { return nodes_; }
   int maxLocal() const { return maxLocal_; }
@@ -229,11 +247,22 @@ class Model {
     const int N = nodes_, L = maxLocal_;
     const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
     const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
-    k.latency += p_.fabric.alphaUs + (N - 1) * p_.stepUs + localLatency() + (L - 1) * p_.stepUs;
+    // Each rank posts its sends one after another on its progress thread: its own chunk to
+    // its N-1 proxies (the node peers' copies go out while those are in flight), then, once
+    // they arrive, each of the N-1 chunks it proxies to its L-1 node peers: (N-1)*L posts on
+    // the critical path, not N + L - 2 (ReduceScatter mirrors it).
+    k.latency += p_.fabric.alphaUs + localLatency() + (N - 1) * L * p_.stepUs;
     const double blChunk = localPerByte(std::min(m, static_cast<double>(chunk_)));
-    k.transfer += std::max(fabricBytes * bf_, o_ * localBytes * blChunk);
-    if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
     const double perBlock = std::ceil(m / static_cast<double>(chunk_));
+    // AllGather's node phase overlaps its fabric phase only chunk by chunk: a proxied chunk
+    // is forwarded once it has arrived, so the forwards of the last chunk of every block,
+    // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
+    // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
+    const double forwarded =
+        reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
+    k.transfer += std::max(fabricBytes * bf_ + forwarded / std::max(1.0, perBlock),
+                           o_ * localBytes * blChunk);
+    if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
     k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
     if (perBlock > 1)
       fill_ = std::max(
@@ -287,7 +316,12 @@ void ringSteps(const Model& md, Cost& k, double m, bool reduce) {
   Cost one;
   md.step(
       one, [n](int r) { return mod(r + 1, n); }, m, reduce, true);
+  // A step waits only for the hop before it, not for every pair of the step: the n-1 steps
+  // pay the latencies along one chain of n-1 consecutive ring edges, not n-1 times the
+  // slowest (on nodes of L ranks numbered node by node only ~1 hop in L crosses nodes).
+  const double stepAlpha = one.latency - md.stepUs();
   k.addRepeated(one, n - 1);
+  k.latency += md.ringChainAlpha(reduce) - (n - 1) * stepAlpha;
 }
 
 void allGather(const Model& md, Cost& k, Algorithm a, double m) {
@@ -312,12 +346,6 @@ void allGather(const Model& md, Cost& k, Algorithm a, double m) {
   }
 }
 
-int bitCount(int n, int bit) {
-  int c = 0;
-  for (int j = 0; j < n; ++j) c += (j >> bit) & 1;
-  return c;
-}
-
 void reduceScatter(const Model& md, Cost& k, Algorithm a, double m) {
   const int n = md.n();
   switch (a) {
@@ -326,11 +354,18 @@ void reduceScatter(const Model& md, Cost& k, Algorithm a, double m) {
         md.step(
             k, [d](int r) { return r ^ d; }, d * m, true, false);
       return;
-    case Algorithm::Bruck:
-      for (int bit = 0, d = 1; d < n; ++bit, d <<= 1)
+    case Algorithm::Bruck: {
+      // reduce_scatter.cc's reversed Bruck: a rotated copy of the n blocks, then distances
+      // floorPow2(n-1) down to 1, each sending (and reducing) the length - d blocks beyond d.
+      md.copy(k, n * m);
+      int length = n;
+      for (int d = floorPowerOfTwo(n - 1); d >= 1; d >>= 1) {
         md.step(
-            k, [d, n](int r) { return mod(r + d, n); }, bitCount(n, bit) * m, true, false);
+            k, [d, n](int r) { return mod(r + d, n); }, (length - d) * m, true, false);
+        length = d;
+      }
       return;
+    }
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, (n - 1) * m); return;
     case Algorithm::Hierarchical: md.hierarchical(k, m, true); return;

@@ -273,16 +273,24 @@ TEST(Backtest, ModelsNcclsChoices) {
 
 // AllGather and ReduceScatter on p5: the two-level algorithm sends each node's share across
 // the fabric once; the ring sends (n-1)/n of it through one NIC pair per node but pays a
-// latency per step: from some node count on, hierarchical is faster at every size.
+// fabric latency per node crossed: from 64 nodes on, hierarchical is faster up to 256 MiB
+// (ReduceScatter at every size). Large AllGathers go the other way: the forwards of every
+// block's last chunk follow the fabric phase, so at 4 GiB the ring is ahead by up to 10 %.
 TEST(Backtest, HierarchicalBeatsTheRingAtScale) {
   const Cluster p5 = builtinCluster("p5.48xlarge");
   for (Collective c : {Collective::AllGather, Collective::ReduceScatter}) {
     const auto t = hierarchicalVsRing(p5, c, {64, 1024}, {16 * kMiB, 4096 * kMiB});
+    ASSERT_FALSE(t.empty());
     for (const auto& h : t) {
       EXPECT_GT(h.ringUs, 0);
       EXPECT_GT(h.hierarchicalUs, 0);
-      EXPECT_GT(h.speedup(), 1.0) << collectiveName(c) << " " << h.nodes << " nodes "
-                                  << h.bytes / kMiB << " MiB";
+      const std::string what = std::string(collectiveName(c)) + " " +
+                               std::to_string(h.nodes) + " nodes " +
+                               std::to_string(h.bytes / kMiB) + " MiB";
+      if (h.bytes <= 256 * kMiB || c == Collective::ReduceScatter)
+        EXPECT_GT(h.speedup(), 1.0) << what;
+      else
+        EXPECT_GT(h.speedup(), 0.88) << what;
     }
   }
 }

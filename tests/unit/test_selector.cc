@@ -12,7 +12,9 @@ TEST(Selector, SmallMessagesTakeLogarithmicAlgorithms) {
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1024, 8, none), Algorithm::RecursiveDoubling);
   EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 1024, 7, none), Algorithm::Bruck);
   EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 4, none), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 3, none), Algorithm::Bruck);
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 7, none), Algorithm::Bruck);
+  // On 3 ranks the ring and Bruck make the same two steps and Bruck adds a rotation copy.
+  EXPECT_EQ(selectAlgorithm(CollKind::ReduceScatter, 1024, 3, none), Algorithm::Ring);
   EXPECT_EQ(selectAlgorithm(CollKind::AllReduce, 1024, 3, none), Algorithm::RecursiveDoubling);
 }
 
