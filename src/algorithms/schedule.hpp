@@ -174,7 +174,8 @@ class Schedule final : public transport::TransferOwner {
 
   ScheduleContext ctx_;
   uint64_t tagBase_;
-  std::deque<Op> ops_;  // deque: Transfer addresses stay fixed as ops are added
+  uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
+  std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
   std::deque<OpId> readySends_, readyLocal_;
   // Ready receives, oldest (lowest id) first (posting rules: schedule.cc, kInOrderRecvs).
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;

@@ -49,14 +49,20 @@ topo::RankPlacement placeOnHost(int rank, int localIndex, int localRanks) {
   }
 }
 
+// The running kernel's boot id: the same in every container and network namespace of one
+// machine, so it tells which ranks share CPUs even where SHARC_NODE_ID splits them into nodes.
+std::string machineIdentity() {
+  std::string bootId;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
+  return bootId;
+}
+
 std::string nodeIdentity() {
   const std::string& configured = core::Config::get().nodeId;
   if (!configured.empty()) return configured;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  std::string bootId;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-  return std::string(host) + "/" + bootId;
+  return std::string(host) + "/" + machineIdentity();
 }
 
 }  // namespace
@@ -82,20 +88,26 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   core::FaultPlan* const faults = config.fault.empty() ? nullptr : core::FaultPlan::active();
 
   // Round 1: which ranks share this host decides whether shm, loopback and single-copy reads
-  // are candidates. Each rank also says its pid and where its CMA probe word is.
+  // are candidates. Each rank also says its pid, where its CMA probe word is and which
+  // machine it runs on (ranks of several emulated nodes may share one machine's CPUs).
   const std::string node = nodeIdentity();
-  const std::vector<std::string> hello = boot->allGather(
-      node + '\0' + std::to_string(getpid()) + '\0' + std::to_string(transport::cmaProbeAddress()));
+  const std::string machine = machineIdentity();
+  const std::vector<std::string> hello =
+      boot->allGather(node + '\0' + std::to_string(getpid()) + '\0' +
+                      std::to_string(transport::cmaProbeAddress()) + '\0' + machine);
   std::vector<std::string> nodes(hello.size());
+  long ranksOnThisMachine = 0;
   std::vector<int32_t> pids(hello.size());
   std::vector<uint64_t> probes(hello.size());
   for (size_t r = 0; r < hello.size(); ++r) {
     const auto a = hello[r].find('\0'), b = hello[r].find('\0', a + 1);
-    if (a == std::string::npos || b == std::string::npos)
+    const auto c = b == std::string::npos ? b : hello[r].find('\0', b + 1);
+    if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
       throw Error(Result::InternalError, "init: malformed hello from rank " + std::to_string(r));
     nodes[r] = hello[r].substr(0, a);
     pids[r] = static_cast<int32_t>(std::stol(hello[r].substr(a + 1, b - a - 1)));
-    probes[r] = std::stoull(hello[r].substr(b + 1));
+    probes[r] = std::stoull(hello[r].substr(b + 1, c - b - 1));
+    if (!machine.empty() && hello[r].substr(c + 1) == machine) ++ranksOnThisMachine;
   }
   const bool allLocal =
       std::all_of(nodes.begin(), nodes.end(), [&](const std::string& n) { return n == node; });
@@ -209,7 +221,10 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   if (faults && faults->concerns(rank))  // only a rank that injects pays for the decorator
     endpoint = std::make_unique<transport::FaultyEndpoint>(std::move(endpoint), *faults, rank);
   auto engine = std::make_shared<Engine>(std::move(endpoint));
-  engine->oversubscribed = static_cast<long>(local.size()) > usableCpus;
+  // Ranks outnumber the CPUs they share: counted per machine, not per node, so that emulated
+  // nodes (namespaces) or containers on one host also wait politely (request.cc).
+  engine->oversubscribed =
+      std::max(static_cast<long>(local.size()), ranksOnThisMachine) > usableCpus;
   engine->sharedMemory = shm;
   // One tcp connection carrying bulk data both ways got about half the link rate on the
   // emulated cluster: over tcp the hierarchical collectives pair ranks one way only.
@@ -230,7 +245,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   engine->world.size = size;
   uint64_t hash = 1469598103934665603ull;  // FNV-1a
   for (const std::string& a : addresses)
-    for (const char ch : a + '\n') hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+    for (const char ch : a + '\n')
+      hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
   char keyText[17];
   std::snprintf(keyText, sizeof(keyText), "%016llx", static_cast<unsigned long long>(hash));
   engine->world.key = keyText;
@@ -246,7 +262,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   engine->startWatch();
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
                      << (allLocal ? " (all ranks on this host)" : "")
-                     << (engine->oversubscribed ? ", more local ranks than CPUs" : "")
+                     << (engine->oversubscribed ? ", more ranks on this machine than CPUs" : "")
                      << (singleCopy ? ", single-copy reads between ranks" : "")
                      << (railNics.size() > 1
                              ? ", " + std::to_string(railNics.size()) + " rails (striped)"

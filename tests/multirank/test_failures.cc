@@ -139,6 +139,27 @@ TEST(Failures, MismatchedCountInSingleCopyAllGather) {
       shortTimeout());
 }
 
+// Chunks of equal length: a ring AllGather of 100,000 floats goes in two chunks of 200,000
+// bytes per block, and of 50,000 floats in one of 200,000, so every message rank 1 expects has
+// the length rank 0 sends. Each rank's slots are rotated by its count, so rank 1 must still
+// fail in the call (it finished on the wrong data before), as every other rank does.
+TEST(Failures, MismatchedCountWithEqualChunksFailsEveryRank) {
+  RunOptions o = shortTimeout();
+  o.env["SHARC_ALGO"] = "ring";
+  o.env["SHARC_CHUNK_BYTES"] = "262144";
+  o.oneRankPerNode = true;
+  runRanks(
+      3,
+      [](const RankContext& ctx) {
+        auto comm = Communicator::createFromEnvironment();
+        const size_t count = ctx.rank == 1 ? 50000 : 100000;
+        std::vector<float> send(count, 1.0f), recv(100000 * 3);
+        expectError([&] { comm->allGather(send.data(), recv.data(), count, DataType::Float32); },
+                    "AllGather", ctx.rank);
+      },
+      o);
+}
+
 TEST(Failures, MismatchedTypeIsReportedAsAMismatchedCall) {
   runRanks(
       2,
