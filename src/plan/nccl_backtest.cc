@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "sharc/error.hpp"
 
@@ -15,65 +16,12 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kLarge = 128 * kMiB;  // the 15 % bound from here up, 30 % below
 
-// Sources of the published points.
-constexpr const char* kCrazyguitar =
-    "github.com/crazyguitar/aws-gpu-communication-benchmark data/nccl_all_reduce.csv "
-    "(p5.48xlarge, nccl-tests all_reduce_perf, out-of-place busbw)";
-constexpr const char* kAwsomeP5 =
-    "github.com/aws-samples/awsome-distributed-training "
-    "micro-benchmarks/nccl-tests/README.md (2 x p5.48xlarge)";
-constexpr const char* kAwsomeP4de =
-    "github.com/aws-samples/awsome-distributed-training "
-    "micro-benchmarks/nccl-tests/README.md (2 x p4de.24xlarge)";
-constexpr const char* kNccl527 =
-    "github.com/NVIDIA/nccl/issues/527 (named p4dn.24xlarge there: p4d.24xlarge, NCCL 2.9.9, "
-    "1 GiB AllReduce; the issue reports the bandwidth as slow)";
-
-// The whole published p5 curve: nodes x 32 MiB .. 8 GiB (nccl-tests -b 32M -e 8192M -f 2,
-// out-of-place busbw), crazyguitar's data/nccl_all_reduce.csv.
-std::vector<PublishedPoint> buildCurve() {
-  const struct {
-    int nodes;
-    double gbps[9];
-  } rows[] = {{2, {147.32, 207.00, 305.13, 364.46, 395.99, 435.14, 445.05, 465.81, 477.71}},
-              {4, {95.38, 152.41, 229.48, 273.34, 278.41, 280.30, 347.57, 354.45, 356.99}},
-              {8, {86.74, 103.85, 156.33, 232.09, 272.62, 274.47, 278.15, 351.32, 355.36}},
-              {16, {74.85, 92.39, 129.20, 148.11, 223.80, 269.23, 270.91, 306.15, 356.27}},
-              {32, {66.34, 83.60, 115.78, 137.99, 156.83, 220.08, 269.47, 302.81, 321.10}}};
-  std::vector<PublishedPoint> pts;
-  for (const auto& r : rows)
-    for (int i = 0; i < 9; ++i)
-      pts.push_back({"p5.48xlarge", r.nodes, (32 * kMiB) << i, r.gbps[i], kCrazyguitar});
-  return pts;
-}
-
-// The backtest's points: the p5 curve at {32 MiB, 128 MiB, 1 GiB, 8 GiB} (the table of the
-// project's reference note, shared/reference/efa-published-busbw.md), the other published runs.
-std::vector<PublishedPoint> buildPoints() {
-  std::vector<PublishedPoint> pts;
-  for (const auto& p : publishedCurve())
-    if (p.bytes == 32 * kMiB || p.bytes == 128 * kMiB || p.bytes == 1024 * kMiB ||
-        p.bytes == 8192 * kMiB)
-      pts.push_back(p);
-  const auto add = [&](const char* inst, int nodes, size_t bytes, double gbps, const char* src) {
-    pts.push_back({inst, nodes, bytes, gbps, src});
-  };
-  add("p5.48xlarge", 2, 64 * kMiB, 209.19, kAwsomeP5);
-  add("p5.48xlarge", 2, 16384 * kMiB, 487.09, kAwsomeP5);
-  add("p4de.24xlarge", 2, 128 * kMiB, 64.31, kAwsomeP4de);
-  add("p4de.24xlarge", 2, 2048 * kMiB, 78.33, kAwsomeP4de);
-  add("p4d.24xlarge", 2, 1024 * kMiB, 57.17, kNccl527);
-  add("p4d.24xlarge", 3, 1024 * kMiB, 31.77, kNccl527);
-  add("p4d.24xlarge", 4, 1024 * kMiB, 29.61, kNccl527);
-  return pts;
-}
-
 // ---- NCCL's constants, NVIDIA/nccl src/graph/tuning.cc. The p5 points ran NCCL 2.27.7 with
-// aws-ofi-nccl v1.16.3 (crazyguitar's Dockerfile at a77f70d, the commit that added the data;
-// it moved to 2.28.7 five days later). The latencies, the LL128 and Tree caps, the protocol
-// factors, the ring plateau and the net overhead below are the same in v2.27.7-1 and
-// v2.28.7-1; NVLSTree's per-channel caps and nvlsEfficiency are 2.28.7's (2.27.7 bounds
-// NVLSTree by the graph's bandwidths only): NVIDIA's later figures for the same hardware.
+// the EFA installer 1.43.2's aws-ofi-nccl (crazyguitar's Dockerfile at a77f70d, the commit that
+// added the data; its AWS_OFI_NCCL_VERSION=v1.16.3 is declared, not used). The latencies, the
+// LL128 and Tree caps, the protocol factors, the ring plateau and the net overhead below are
+// the same in v2.27.7-1 and v2.28.7-1; NVLSTree's 5/6 bandwidth ratio is 2.27.7's, its
+// per-channel caps and nvlsEfficiency 2.28.7's (NVIDIA's later figures for the same hardware).
 // Latencies in us, bandwidths in GB/s per channel.
 struct ProtoConstants {
   double baseLat;  // baseLatencies[algorithm][protocol]
@@ -108,15 +56,25 @@ constexpr int kChannels = 8;
 // Per instance type: what NCCL sees there.
 struct NcclPlatform {
   bool hopper = false;         // NCCL's compute-capability row (caps, NVLS)
-  double pluginLatUs = 0;      // latency the network plugin reports: aws-ofi-nccl v1.16.3
+  double pluginLatUs = 0;      // latency the network plugin reports: aws-ofi-nccl (v1.16.3)
                                // src/platform-aws.cpp `.latency` (p4d/p4de/p5 75 us, p5en 35 us)
   double netOverheadUs = 1.0;  // getNetOverhead: 1.0 Intel, 2.0 AMD CPUs (p5: AMD EPYC)
+  double buffBytes = 4 << 20;  // Simple's buffer, NCCL_BUFFSIZE (NCCL's default 4 MiB; the p5
+                               // runs set 8 MiB: crazyguitar's k8s/nccl_all_reduce_perf.yaml)
 };
 NcclPlatform platformOf(const std::string& instance) {
-  if (instance == "p5.48xlarge") return {true, 75.0, 2.0};
-  if (instance == "p5en.48xlarge") return {true, 35.0, 1.0};  // Intel Xeon (Sapphire Rapids)
-  return {false, 75.0, 1.0};                                  // p4d/p4de: Intel Xeon
+  if (instance == "p5.48xlarge") return {true, 75.0, 2.0, 8 << 20};
+  if (instance == "p5en.48xlarge") return {true, 35.0, 1.0, 8 << 20};  // Intel Xeon (SPR)
+  return {false, 75.0, 1.0, 4 << 20};                                  // p4d/p4de: Intel Xeon
 }
+
+// NCCL's ring chunks (enqueue.cc calcCollChunking; device.h, init.cc, collectives.h of
+// v2.27.7-1): NCCL_STEPS = 8 steps per buffer. LL128: one step per chunk, the buffer
+// 120 x 640 x 8 x 8 B (DEFAULT_LL128_BUFFSIZE) so 614,400 B a step, 15/16 of it data. Simple:
+// ALLREDUCE_CHUNKSTEPS = 4 steps per chunk, forwarded in slices of ALLREDUCE_SLICESTEPS = 2.
+constexpr int kNcclSteps = 8;
+constexpr double kLL128StepBytes = 120.0 * 640 * 8 * 8 / kNcclSteps;
+constexpr double kLL128ChunkBytes = kLL128StepBytes / 16 * 15;
 
 int log2Floor(int x) {
   int k = 0;
@@ -148,6 +106,50 @@ double ncclLatencyUs(const NcclChoice& ch, const NcclPlatform& pf, int nodes, in
   return k.nvlLat + 2 * log2Floor(nodes) * inter;
 }
 
+// One step of the ring for the ranks of one node (state: the step's start and end at each
+// local position; every node is alike, so position 0's sender, the previous node's last rank,
+// is in the same state as this node's last one).
+struct RingState {
+  std::vector<double> start, end;
+};
+template <class Prev>
+RingReplay replayRing(const RingPipe& p, int width, Prev prevOf) {
+  RingReplay out;
+  const int n = p.nodes * p.ranksPerNode;
+  const int perLoop = p.allReduce ? 2 * (n - 1) : n - 1;
+  RingState st{std::vector<double>(width, 0.0), std::vector<double>(width, 0.0)};
+  RingState next = st;
+  const auto isNetRecv = [&](int pos) { return pos % p.ranksPerNode == 0; };
+  const auto isNetSend = [&](int pos) { return pos % p.ranksPerNode == p.ranksPerNode - 1; };
+  // When position `pos` has all of the chunk `c` its predecessor sent in state `s`.
+  const auto arrival = [&](const RingState& s, int pos, double c, bool whole) {
+    const int q = prevOf(pos);
+    if (isNetRecv(pos))
+      return s.start[q] + (whole ? 1.0 : p.netUnit) * c / (p.netGBps * 1e3) + p.netUs;
+    return s.start[q] + (whole ? 1.0 : p.intraUnit) * c / (p.nvlGBps * 1e3) + p.intraUs;
+  };
+  double remaining = p.channelBytes, c = 0;
+  while (remaining > 0) {
+    c = std::min(p.chunkBytes, std::ceil(remaining / n));
+    remaining -= c * n;
+    ++out.loops;
+    for (int k = 0; k < perLoop; ++k) {
+      for (int pos = 0; pos < width; ++pos) {
+        const double ready = k == 0 ? 0.0 : arrival(st, pos, c, false);
+        next.start[pos] = std::max(st.end[pos], ready);
+        next.end[pos] = next.start[pos] + c / ((isNetSend(pos) ? p.netGBps : p.nvlGBps) * 1e3);
+      }
+      std::swap(st, next);
+      out.bandwidthUs += c / (p.netGBps * 1e3);
+      ++out.steps;
+    }
+  }
+  // The last chunk received whole.
+  for (int pos = 0; pos < width; ++pos)
+    out.replayUs = std::max(out.replayUs, std::max(st.end[pos], arrival(st, pos, c, true)));
+  return out;
+}
+
 double treeCorrection(bool simple, size_t bytes) {
   const int logSize = log2Floor(static_cast<int>(std::min<size_t>(bytes >> 6, size_t{1} << 30)));
   if ((bytes >> 6) == 0 || logSize >= 23) return 1.0;
@@ -177,16 +179,12 @@ double fit(const std::string& instance) {
   double x1 = hi - phi * (hi - lo), x2 = lo + phi * (hi - lo);
   double f1 = cost(x1), f2 = cost(x2);
   while (hi - lo > 1e-4) {
-    if (f1 <= f2) {
-      hi = x2;
-      x2 = x1;
-      f2 = f1;
+    if (f1 <= f2) {  // the minimum is in [lo, x2]
+      std::tie(hi, x2, f2) = std::make_tuple(x2, x1, f1);
       x1 = hi - phi * (hi - lo);
       f1 = cost(x1);
-    } else {
-      lo = x1;
-      x1 = x2;
-      f1 = f2;
+    } else {  // in [x1, hi]
+      std::tie(lo, x1, f1) = std::make_tuple(x1, x2, f2);
       x2 = lo + phi * (hi - lo);
       f2 = cost(x2);
     }
@@ -206,20 +204,11 @@ std::string jsonEscape(const std::string& s) {
 
 }  // namespace
 
-const std::vector<PublishedPoint>& publishedCurve() {
-  static const std::vector<PublishedPoint> pts = buildCurve();
-  return pts;
-}
-
-const std::vector<PublishedPoint>& publishedPoints() {
-  static const std::vector<PublishedPoint> pts = buildPoints();
-  return pts;
-}
-
 NcclChoice ncclChoice(const std::string& instance, int nodes, size_t bytes) {
-  // p5 / p5en run NCCL with aws-ofi-nccl's region tuner (the crazyguitar runs set
-  // NCCL_TUNER_PLUGIN=libnccl-ofi-tuner.so; aws-ofi-nccl v1.16.3): src/tuner/nccl_ofi_regions.cpp,
-  // region_init_internal_p5_p5e, AllReduce with 8 ranks per node, regions over (bytes, ranks):
+  // p5 / p5en run NCCL with aws-ofi-nccl's region tuner: the crazyguitar runs name a tuner
+  // path their image lacks, so NCCL 2.27 takes the tuner built into the net plugin (the EFA
+  // installer's aws-ofi-nccl; src/plugin/tuner.cc, ncclGetNetPluginLib). Read from v1.16.3's
+  // src/tuner/nccl_ofi_regions.cpp, region_init_internal_p5_p5e, AllReduce, 8 ranks a node:
   //   Tree LL128 below the line (36 MiB, 32) (112 MiB, 64) (288 MiB, 128..256);
   //   Ring LL128 above it up to ~1.3 GiB at 32 ranks, 2 GiB at 64-128 ranks;
   //   Ring Simple beyond (1.5 GiB, 32) (2.5 GiB, 64) (7.5 GiB, 160);
@@ -230,11 +219,10 @@ NcclChoice ncclChoice(const std::string& instance, int nodes, size_t bytes) {
   // ring's 400 GB/s, and NCCL's model rates NVLSTree highest there: NVLSTree above 30 MiB (the
   // plugin's own 16-rank line), Tree LL128 below.
   // NVLSTree (reduce-scatter in the NVSwitch, a tree between nodes, multicast back) moves each
-  // node's share across the fabric once: the tuner's Hierarchical, with NVLS as a property of
-  // the node's links (ncclTerms). NCCL's Tree on more than 2 nodes pipelines a chain through
-  // the node's 8 GPUs and trees between nodes, with a ring's bytes per NIC: the tuner's Ring
-  // with the Tree's constants. A tree on 2 nodes is one exchange between the two nodes' chains:
-  // Hierarchical again.
+  // node's share across the fabric once: the tuner's Hierarchical, NVLS a property of the
+  // node's links (ncclTerms). NCCL's Tree on more than 2 nodes (a chain through the node's
+  // GPUs, trees between nodes, a ring's bytes per NIC): the tuner's Ring with the Tree's
+  // constants; on 2 nodes one exchange between the nodes' chains: Hierarchical again.
   const int ranks = nodes * 8;
   const double mib = static_cast<double>(bytes) / kMiB;
   if (instance == "p5.48xlarge" || instance == "p5en.48xlarge") {
@@ -302,6 +290,16 @@ NcclChoice ncclRingChoice(const std::string& instance, int nodes, size_t bytes) 
 
 }  // namespace
 
+RingReplay ringReplay(const RingPipe& p) {
+  const int L = p.ranksPerNode;
+  return replayRing(p, L, [L](int pos) { return (pos + L - 1) % L; });
+}
+
+RingReplay ringReplayAllRanks(const RingPipe& p) {
+  const int n = p.nodes * p.ranksPerNode;
+  return replayRing(p, n, [n](int pos) { return (pos + n - 1) % n; });
+}
+
 NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double efficiency,
                     Collective coll) {
   if (nodes < 2)
@@ -316,7 +314,8 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
   const int L = profile.ranksPerNode, n = nodes * L;
   const bool simple = t.choice.protocol == "Simple";
   const std::string& a = t.choice.algorithm;
-  t.latencyUs = ncclLatencyUs(t.choice, pf, nodes, L, allReduce);
+  t.formulaUs = ncclLatencyUs(t.choice, pf, nodes, L, allReduce);
+  t.latencyUs = t.formulaUs;
 
   // The links at the rates NCCL reaches: the fitted efficiency of the line rates, the
   // protocol's payload, and (Hopper, the NCCL of the p5 runs) the channels' caps. Latencies are
@@ -344,6 +343,10 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
     // NVLink instead of 2(L-1)/L times as a two-level schedule that reduces on the GPU does
     // (tuning.cc: "AllReduce pipelines two operations", intraBw x 2 x nvlsEfficiency).
     c.localGBps *= (pf.hopper ? kHopperNvlsEfficiency : 1.0) * 2.0 * (L - 1) / L;
+    // NCCL 2.27.7 (the version of the p5 runs) rates NVLSTree at 5/6 of its graph's bandwidth
+    // (tuning.cc: "ratio *= 5.0/6.0"; the graph's bandwidth halved beyond 2 nodes, which is the
+    // two-level schedule's own (N-1)/N bytes per node): 5/6 of the fabric rate.
+    fabric *= 5.0 / 6.0;
   }
   // A bus-bandwidth cap in the fabric rate of the tuner's algorithm: the ring's node link
   // carries (n-1)/n of the data per pass, as busbw counts; the two-level one (N-1)/N.
@@ -355,6 +358,34 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
   }
   c.fabricGBps = fabric;
   t.cluster = c;
+  if (a == "Ring") {
+    // NCCL's formula charges every step's latency in full; the ring pipelines them: a step
+    // waits for its data only when the chunk before it took less time to send than the
+    // latencies around the ring (ringReplay). The latency left is what the replay takes beyond
+    // the network link's busy time, plus NCCL's base latency, once.
+    // p4d/p4de: 8 channels too (no public count); their 2 MiB chunks at 4-6 GB/s a channel
+    // take far longer than a step's latency, so the count hardly matters.
+    const int ch = kChannels;
+    const ProtoConstants k = constantsOf("Ring", simple);
+    RingPipe rp;
+    rp.nodes = nodes;
+    rp.ranksPerNode = L;
+    rp.allReduce = allReduce;
+    rp.channelBytes = static_cast<double>(bytes) / ch;
+    const double simpleStep = pf.buffBytes / kNcclSteps;
+    rp.chunkBytes = simple ? 4 * simpleStep : kLL128ChunkBytes;
+    // LL128 posts whole steps (one per chunk) to the proxy and forwards NVLink data line by
+    // line; Simple posts slices, chunk / SlicePerChunk (2) (prims_simple.h sliceSize), both ways.
+    rp.netUnit = simple ? 0.5 : 1.0;
+    rp.intraUnit = simple ? 0.5 : 0.0;
+    rp.netGBps = fabric / ch;
+    rp.nvlGBps = c.localGBps / ch;
+    if (pf.hopper && !simple) rp.nvlGBps = std::min(rp.nvlGBps, kHopperRingLL128PerCh);
+    rp.netUs = k.netLat + pf.pluginLatUs * (simple ? 2 : 1);
+    rp.intraUs = std::max(k.nvlLat, pf.netOverheadUs * (simple ? 3 : 1));
+    const RingReplay r = ringReplay(rp);
+    t.latencyUs = k.baseLat + std::max(0.0, r.replayUs - r.bandwidthUs);
+  }
   return t;
 }
 
@@ -390,8 +421,8 @@ std::vector<BacktestRow> modelRows(const std::vector<PublishedPoint>& points) {
   std::vector<BacktestRow> rows;
   for (const auto& p : points) {
     const double eff = fittedEfficiency(efficiencySourceOf(p.instance));
-    const NcclTerms t = ncclTerms(p.instance, p.nodes, p.bytes, eff);
-    const Prediction pr = predictNccl(p.instance, p.nodes, p.bytes, eff);
+    const NcclTerms t = ncclTerms(p.instance, p.nodes, p.bytes, eff, p.coll);
+    const Prediction pr = predictNccl(p.instance, p.nodes, p.bytes, eff, p.coll);
     BacktestRow r;
     r.instance = p.instance;
     r.nodes = p.nodes;
@@ -402,7 +433,9 @@ std::vector<BacktestRow> modelRows(const std::vector<PublishedPoint>& points) {
     r.predictedUs = pr.predictedUs;
     r.efficiency = eff;
     r.latencyUs = t.latencyUs;
+    r.formulaUs = t.formulaUs;
     r.capGBps = t.capBusGBps;
+    r.coll = p.coll;
     r.ncclAlgorithm = t.choice.nccl();
     r.sharcAlgorithm = pr.algorithm;
     r.source = p.source;
@@ -438,7 +471,8 @@ std::vector<std::string> boundViolations(const std::vector<BacktestRow>& rows) {
 }
 
 std::string backtestJson(const std::vector<BacktestRow>& rows,
-                         const std::vector<BacktestRow>& curve) {
+                         const std::vector<BacktestRow>& curve,
+                         const std::vector<BacktestRow>& allGatherCurve) {
   char buf[512];
   std::map<std::string, double> effs;
   const auto array = [&](const std::vector<BacktestRow>& rs) {
@@ -447,21 +481,24 @@ std::string backtestJson(const std::vector<BacktestRow>& rows,
       const auto& r = rs[i];
       effs[r.instance] = r.efficiency;
       std::snprintf(buf, sizeof buf,
-                    "%s\n  {\"instance\": \"%s\", \"nodes\": %d, \"bytes\": %zu, "
+                    "%s\n  {\"instance\": \"%s\", \"collective\": \"%s\", \"nodes\": %d, "
+                    "\"bytes\": %zu, "
                     "\"published_gbps\": %.2f, \"predicted_gbps\": %.2f, \"ceiling_gbps\": %.2f, "
-                    "\"predicted_us\": %.1f, \"nccl_latency_us\": %.1f, \"cap_gbps\": %.1f, "
+                    "\"predicted_us\": %.1f, \"nccl_latency_us\": %.1f, \"formula_us\": %.1f, "
+                    "\"cap_gbps\": %.1f, "
                     "\"error\": %.4f, \"bound\": %.2f, \"nccl_algorithm\": \"%s\", "
                     "\"sharc_algorithm\": \"%s\", ",
-                    i ? "," : "", r.instance.c_str(), r.nodes, r.bytes, r.publishedGBps,
-                    r.predictedGBps, r.ceilingGBps, r.predictedUs, r.latencyUs, r.capGBps,
-                    r.error(), r.bound(), r.ncclAlgorithm.c_str(), r.sharcAlgorithm.c_str());
+                    i ? "," : "", r.instance.c_str(), collectiveName(r.coll), r.nodes, r.bytes,
+                    r.publishedGBps, r.predictedGBps, r.ceilingGBps, r.predictedUs, r.latencyUs,
+                    r.formulaUs, r.capGBps, r.error(), r.bound(), r.ncclAlgorithm.c_str(),
+                    r.sharcAlgorithm.c_str());
       out += buf;
       out += "\"source\": \"" + jsonEscape(r.source) + "\"}";
     }
     return out + "\n]";
   };
-  std::string s =
-      "{\"rows\": " + array(rows) + ", \"curve\": " + array(curve) + ", \"efficiency\": {";
+  std::string s = "{\"rows\": " + array(rows) + ", \"curve\": " + array(curve) +
+                  ", \"allgather_curve\": " + array(allGatherCurve) + ", \"efficiency\": {";
   bool first = true;
   for (const auto& [inst, e] : effs) {
     std::snprintf(buf, sizeof buf, "%s\"%s\": %.3f", first ? "" : ", ", inst.c_str(), e);

@@ -20,9 +20,10 @@ namespace sharc::plan {
 struct PublishedPoint {
   std::string instance;  ///< profile it runs on ("p5.48xlarge", ...)
   int nodes = 2;
-  size_t bytes = 0;    ///< AllReduce vector (nccl-tests' "size")
-  double busGBps = 0;  ///< published nccl-tests busbw (out of place)
-  std::string source;  ///< where it is published
+  size_t bytes = 0;                         ///< AllReduce vector (nccl-tests' "size")
+  double busGBps = 0;                       ///< published nccl-tests busbw (out of place)
+  std::string source;                       ///< where it is published
+  Collective coll = Collective::AllReduce;  ///< AllGather: `bytes` is the gathered output
 };
 
 /// Every published point of the backtest: the reference note's p5 table (32 MiB, 128 MiB,
@@ -31,6 +32,10 @@ const std::vector<PublishedPoint>& publishedPoints();
 /// The whole published p5 curve the table is taken from (2-32 nodes x 32 MiB .. 8 GiB): the
 /// out-of-sample check (the efficiency is fitted on publishedPoints only).
 const std::vector<PublishedPoint>& publishedCurve();
+/// The AllGather curve of the same runs (2-32 nodes x 32 MiB .. 2 GiB, all_gather_perf): NCCL's
+/// ring with the protocol NCCL's own model picks (aws-ofi-nccl's p5 regions cover AllReduce
+/// only); out of sample too.
+const std::vector<PublishedPoint>& publishedAllGatherCurve();
 
 /// NCCL's algorithm at a point (what aws-ofi-nccl's region tuner picks on p5, NCCL's
 /// defaults elsewhere), and the tuner algorithm that models it.
@@ -47,14 +52,52 @@ NcclChoice ncclChoice(const std::string& instance, int nodes, size_t bytes);
 /// zero), and NCCL's own latency of the call. See nccl_backtest.cc for every constant's source.
 struct NcclTerms {
   NcclChoice choice;
-  Cluster cluster;        ///< fed to predictCollective (efficiency folded into its rates)
-  double latencyUs = 0;   ///< NCCL's latency formula (tuning.cc) with the plugin's latency
+  Cluster cluster;  ///< fed to predictCollective (efficiency folded into its rates)
+  /// The latency the prediction adds to the tuner's time of the bytes. Tree and NVLSTree:
+  /// NCCL's formula (formulaUs). Ring: the part of the ring's pipeline replay that its
+  /// bandwidth does not cover (ringReplay: replayUs - bandwidthUs, plus NCCL's base latency).
+  double latencyUs = 0;
+  /// NCCL's own latency formula (tuning.cc, with the plugin's latency): what NCCL's tuner
+  /// ranks algorithms and protocols by (the protocol choice of ncclTerms uses it).
+  double formulaUs = 0;
   double capBusGBps = 0;  ///< NCCL's channels x per-channel bandwidth, as a bus bandwidth
   int channels = 0;       ///< NCCL channels the cap counts
 };
 /// `coll` other than AllReduce: NCCL's ring (its protocol by NCCL's own time model).
 NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double efficiency,
                     Collective coll = Collective::AllReduce);
+
+/// One channel of NCCL's ring, step by step (src/device/prims_*.h, enqueue.cc
+/// calcCollChunking): each rank sends one chunk per step; a step's data comes from the
+/// previous rank's previous step (its own data at a loop's first step), so a step starts when
+/// the rank's link is free and that data has arrived: over NVLink after intraUs (plus one
+/// Simple slice: LL128 forwards line by line), over the network after the whole step is in
+/// (store and forward by the proxy) plus netUs. Ring order is node by node, `ranksPerNode`
+/// ranks each; the network hop is the one into each node's first rank.
+struct RingPipe {
+  int nodes = 2;
+  int ranksPerNode = 8;
+  bool allReduce = true;    ///< 2(n-1) steps per loop, else n-1 (AllGather, ReduceScatter)
+  double channelBytes = 0;  ///< bytes of the collective one channel carries
+  double chunkBytes = 0;    ///< NCCL's largest chunk per step
+  double netUnit = 1;       ///< share of a chunk a network hop holds before forwarding
+                            ///< (LL128 1: a step; Simple 1/2: a slice)
+  double intraUnit = 0;     ///< same over NVLink (LL128 0: line by line; Simple 1/2: a slice)
+  double netGBps = 0;       ///< one channel's rate through a node's NICs
+  double nvlGBps = 0;       ///< one channel's rate over NVLink
+  double netUs = 0;         ///< NCCL's latency of a network step (hwLat NET + plugin's)
+  double intraUs = 0;       ///< NCCL's latency of an intra-node step
+};
+struct RingReplay {
+  double replayUs = 0;     ///< when the last rank has the last chunk
+  double bandwidthUs = 0;  ///< the network link's busy time alone (sum of chunk / netGBps)
+  int loops = 0;
+  int steps = 0;
+};
+/// The ring's recurrence, solved with the ranks of one node (every node behaves alike).
+RingReplay ringReplay(const RingPipe& p);
+/// The same recurrence over every rank of the ring, without that symmetry (the check).
+RingReplay ringReplayAllRanks(const RingPipe& p);
 
 /// sharc's model of NCCL's `coll` of `bytes` on `nodes` nodes of `instance` at `efficiency`:
 /// NcclTerms::latencyUs plus the tuner's time for the choice's algorithm on
@@ -85,8 +128,10 @@ struct BacktestRow {
   double ceilingGBps = 0;    ///< busbw of lowerBoundUs (full link speed)
   double predictedUs = 0;
   double efficiency = 0;  ///< the instance type's fitted efficiency
-  double latencyUs = 0;   ///< NCCL's latency term of predictedUs
+  double latencyUs = 0;   ///< NCCL's latency term of predictedUs (NcclTerms::latencyUs)
+  double formulaUs = 0;   ///< NCCL's own latency formula there (NcclTerms::formulaUs)
   double capGBps = 0;     ///< NCCL's channel cap (bus bandwidth); 0: none
+  Collective coll = Collective::AllReduce;
   std::string ncclAlgorithm;
   std::string sharcAlgorithm;
   std::string source;
@@ -105,10 +150,11 @@ std::vector<BacktestRow> modelRows(const std::vector<PublishedPoint>& points);
 /// above the ceiling), one line each; empty when all hold.
 std::vector<std::string> boundViolations(const std::vector<BacktestRow>& rows);
 
-/// The rows as JSON: {"rows": [...], "curve": [...], "efficiency": {...}}
-/// (tools/plot_backtest.py reads it).
+/// The rows as JSON: {"rows": [...], "curve": [...], "allgather_curve": [...],
+/// "efficiency": {...}} (tools/plot_backtest.py reads it).
 std::string backtestJson(const std::vector<BacktestRow>& rows,
-                         const std::vector<BacktestRow>& curve = {});
+                         const std::vector<BacktestRow>& curve = {},
+                         const std::vector<BacktestRow>& allGatherCurve = {});
 
 /// Sharc's hierarchical algorithm against the tuner's ring on `cluster`: the predicted times
 /// of both for `c` of `bytes` on `nodes` nodes (the tuner's own terms for both).
