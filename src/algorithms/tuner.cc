@@ -2,11 +2,13 @@
 // block (AllGather/ReduceScatter: bytesPerRank; AllReduce: the vector V split n ways),
 // a = alpha, b = beta (us/byte) of the link class a transfer uses, c = 1/copy.gbps,
 // g = 1/reduce.gbps, s = step_us, o = max(1, L / cores) (ranks sharing a core serialise
-// their local copies, reductions and wake-ups).
+// their local copies, reductions and wake-ups). The machinery (Cost, Model) is in
+// tuner_model.hpp; the schedule replay (src/plan/schedule_sim.hpp) checks these forms.
 //
 // One step in which every rank r sends `x` bytes to peer(r) costs
 //   latency  a_step + s            a_step = fabric.alpha if any pair crosses nodes, else
-//   o*local.alpha transfer max(o*x*b_local [if some pair is on one node], load*b_fabric)
+//                                  o*local.alpha
+//   transfer max(o*x*b_local [if some pair is on one node], load*b_fabric)
 //            load = most bytes any node sends or receives over its one fabric link that step
 //            (a node whose ranks all have off-node peers carries L*x)
 //   reduce   o*x*g                 (ReduceScatter/AllReduce steps)
@@ -17,26 +19,39 @@
 // chunk) and, when a block spans several chunks, once the pipeline fill: chunk*(b + g) of the
 // slowest link. Every call adds s for building its schedule.
 //
-//   AllGather     Ring               n-1 steps to r+1 of m
+// The log-step algorithms (recursive doubling/halving, Bruck) are costed along their longest
+// chain of dependencies (Model::logSteps): a rank's step waits for its own last step and for
+// its partner's message, so on nodes of several ranks a chain of short distances pays a
+// fabric alpha only where it crosses a node boundary; each NIC shares its rate among the
+// messages on it, earlier steps' bytes first.
+//
+//   AllGather     Ring               n-1 steps to r+1 of m (ringSteps)
 //                 RecursiveDoubling  step k: partner r^2^k, 2^k*m (unchunked, n = 2^j)
-//                 Bruck              step k: to r-2^k, min(2^k, n-2^k)*m (unchunked) + o*n*m*c
-//                 rotation Direct             one step, m to each of n-1 peers: a + (n-1)*s +
-//                 o*(n-1)*m*b DirectWrite        two handshakes 2*(o*a + (n-1)*s) + o*(n-1)*m*c
-//                 (one copy) Hierarchical       direct to a proxy on every other node, forwarded
-//                 within the
-//                                    node as chunks arrive (overlapped): a_f + (N-1)*s + o*a +
-//                                    (L-1)*s + max(L*(N-1)*m*b_f [(N-1)/N of the total per node
-//                                    link], o*(L-1)*N*m*b_local)
+//                 Bruck              step k: to r-2^k, min(2^k, n-2^k)*m (unchunked), + o*n*m*c
+//                                    rotation
+//                 Direct             one step, m to each of n-1 peers: a + (n-1)*s +
+//                                    o*(n-1)*m*b
+//                 DirectWrite        two handshakes 2*(o*a + (n-1)*s) + o*(n-1)*m*c (one copy)
+//                 Hierarchical       direct to a proxy on every other node, forwarded within
+//                                    the node as chunks arrive (Model::hierarchical)
 //   ReduceScatter Ring               n-1 steps to r+1 of m, reducing m
 //                 RecursiveDoubling  step k: distance n/2^(k+1), that many blocks (unchunked)
 //                 Bruck              d = floorPow2(n-1) down to 1: to r+d, (length-d)*m,
-//                                    length = d (unchunked) + o*n*m*c rotation
+//                                    length = d (unchunked), + o*n*m*c rotation
 //                 DirectRead         2*(o*a + (n-1)*s) + o*(n-1)*m*(c + g)
 //                 Hierarchical       the same transfers in reverse, plus o*(n-1)*m*g
 //   AllReduce     Ring               ReduceScatter ring + AllGather ring on V/n blocks
 //                 RecursiveDoubling  ceil(log2 n) steps of V bytes, reducing V (unchunked)
 //                 DirectRead         4*(o*a + (n-1)*s) + o*(n-1)*m*(2c + g)
-//                 Hierarchical       its ReduceScatter then its AllGather on V/n blocks
+//                 Hierarchical       its ReduceScatter then its AllGather on V/n blocks,
+//                                    pipelined chunk by chunk where the bytes move by DMA
+//
+// Where the transport moves the bytes by DMA (TunerParams::dmaTransfers: NICs, NVLink; what
+// sharc-plan's GPU clusters have and the replay plays), a pipelined ring overlaps its wire,
+// its reductions and its posts chunk by chunk, and the hierarchical schedules are limited by
+// the engine's window of posted sends (TunerParams::postedSends). On a CPU transport (tcp,
+// shared memory: the host defaults) the transport's copies share the cores with the
+// reductions and those terms add, as measured on the 2-core host.
 //
 // Fabric defaults come from the host (TunerParams::fromConfig): b_fabric from the line rate
 // of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload
@@ -51,21 +66,23 @@
 // total for AllGather; interleaved orders cross more often and load the link more.
 #include "tuner.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 
 #include "core/config.hpp"
 #include "hierarchical_pattern.hpp"
 #include "patterns.hpp"
+#include "tuner_model.hpp"
 
 namespace sharc::algo {
 namespace {
+
+using model::Cost;
+using model::Model;
 
 // Defaults, measured on the project's 2-core machine with `sharc-perf --calibrate` (medians
 // of 15 broadcast ping-pongs; figures moved 20-40% between runs, so they are rounded):
@@ -82,221 +99,12 @@ namespace {
 //   alpha + step near 2.5 us and the direct-write crossover near 16-32 KiB as measured.
 constexpr LinkParams kLocal{1.5, 3.5};
 constexpr LinkParams kFabric{40.0, 1.8};
-constexpr double kEagerBytes = 16 << 10;
 constexpr double kCopyGbps = 8.0;
-// Shared-memory messages up to this size move at cache speed (one slot of the transport's
-// FIFO, shm_endpoint.cc); 16 KiB when ranks outnumber cores. Larger ones were measured to
-// depend on the two cores' placement (1.4 to 9 GB/s between runs), so the model takes the
-// streaming figure for them and single-copy reads win.
-constexpr double kFifoBytes = 64 << 10;
-constexpr double kFifoBytesOversubscribed = 16 << 10;
 constexpr double kReduceGbps = 10.0;
 constexpr double kStepUs = 1.0;
 
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
-
-// Read once: the tuner runs on every call, and this is a system call.
-int detectCores() {
-  static const int cores = [] {
-    cpu_set_t cpus;
-    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return CPU_COUNT(&cpus);
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<int>(n) : 1;
-  }();
-  return cores;
-}
-
-// Sums of the model's terms for one algorithm.
-struct Cost {
-  double latency = 0, transfer = 0, reduce = 0, pipeline = 0;
-  int steps = 0;
-  bool fabric = false;  // some step crossed nodes
-  double total() const { return latency + transfer + reduce + pipeline; }
-  // `times` more of the steps in `one` (identical steps: the ring's n-1).
-  void addRepeated(const Cost& one, int times) {
-    latency += times * one.latency;
-    transfer += times * one.transfer;
-    reduce += times * one.reduce;
-    pipeline += times * one.pipeline;
-    steps += times * one.steps;
-    fabric = fabric || (times > 0 && one.fabric);
-  }
-};
-
-// Everything derived once per call.
-class Model {
- public:
-  Model(const CallShape& shape, const TunerParams& p, size_t chunk) : p_(p) {
-    n_ = std::max(1, shape.nranks);
-    chunk_ = std::max<size_t>(chunk, 4096);
-    const bool map =
-        shape.locality == Locality::Network && shape.nodes != nullptr && shape.nodes->size() == n_;
-    // Without a map, Network means one rank per node, the one-host localities one node.
-    const bool spread = !map && shape.locality == Locality::Network;
-    node_.assign(static_cast<size_t>(n_), 0);
-    for (int r = 0; r < n_; ++r)
-      node_[r] = map ? shape.nodes->nodeOf[static_cast<size_t>(r)] : spread ? r : 0;
-    nodes_ = map ? shape.nodes->nodes() : spread ? n_ : 1;
-    maxLocal_ = map ? shape.nodes->maxLocal() : spread ? 1 : n_;
-    const int cores = p.cores > 0 ? p.cores : detectCores();
-    o_ = std::max(1.0, static_cast<double>(maxLocal_) / std::max(1, cores));
-    bl_ = p.local.usPerByte();
-    bf_ = p.fabric.usPerByte();
-    c_ = 1.0 / (p.copyGbps * 1e3);
-    cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
-    blCache_ = 1.0 / (p.localCacheGbps * 1e3);
-    g_ = 1.0 / (p.reduceGbps * 1e3);
-  }
-
-  // us per byte of a shared-memory message of x bytes: cached while small, else streamed,
-  // and slowed by oversubscription (both ends must run for a FIFO to move).
-  double localPerByte(double x) const {
-    return x <= (o_ > 1 ? kFifoBytesOversubscribed : kFifoBytes) ? blCache_ : o_ * bl_;
-  }
-  // Latency of one round of local messages.
-  double localLatency() const { return o_ * p_.local.alphaUs + (o_ > 1 ? o_ * p_.switchUs : 0); }
-
-  // Whether an exchange of x bytes each way over one connection takes turns: on a half-duplex
-  // fabric, for messages past the eager size (rxm's 16 KiB buffers; larger ones go by
-  // rendezvous, where the turns were measured; smaller ones were not seen to).
-  bool halfDuplex(double x) const { return p_.fabricHalfDuplex && x > kEagerBytes; }
-
-  double stepUs() const { return p_.stepUs; }
-
-  // Latency along the ring's critical chain: n-1 consecutive edges r -> r+1, the slowest
-  // chain leaving out one local edge where there is one. ReduceScatter receives into one of
-  // two buffers only once the send that read it is delivered (reduce_scatter.cc), so a rank
-  // whose edge crosses nodes pays that edge every other step as well.
-  double ringChainAlpha(bool reduce) const {
-    int cross = 0;
-    for (int r = 0; r < n_; ++r) cross += node_[r] != node_[(r + 1) % n_] ? 1 : 0;
-    const int fabricHops = std::min(cross, n_ - 1);
-    double chain = fabricHops * p_.fabric.alphaUs + (n_ - 1 - fabricHops) * localLatency();
-    if (reduce && cross > 0 && n_ > 2)
-      chain = std::max(chain, ((n_ - 2) / 2 + 1) * (p_.fabric.alphaUs + p_.stepUs) -
-                                  (n_ - 1) * p_.stepUs + localLatency());
-    return chain;
-  }
-
-  int n() const { return n_; }
-  int nodes() const { return nodes_; }
-  int maxLocal() const { return maxLocal_; }
-
-  // One step: every rank r sends x bytes to peer(r) (and receives as much).
-  void step(Cost& k, const std::function<int(int)>& peer, double x, bool reduce,
-            bool chunked) const {
-    bool anyLocal = false, anyCross = false, exchange = false;
-    std::vector<double> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
-    for (int r = 0; r < n_; ++r) {
-      const int q = peer(r);
-      // r^d on a group that is not a power of two (a forced or folded recursive doubling):
-      // no partner there.
-      if (q == r || q < 0 || q >= n_) continue;
-      if (node_[r] == node_[q]) {
-        anyLocal = true;
-      } else {
-        anyCross = true;
-        exchange = exchange || peer(q) == r;
-        out[node_[r]] += x;
-        in[node_[q]] += x;
-      }
-    }
-    double load = 0;
-    for (int i = 0; i < nodes_; ++i) load = std::max({load, out[i], in[i]});
-    // A pair that exchanges over one connection moves its two directions in turn where the
-    // fabric is half duplex per connection (tcp): that connection carries 2x.
-    if (exchange && halfDuplex(x)) load = std::max(load, 2 * x);
-    const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, load * bf_);
-    k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
-    // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
-    k.transfer += wire + (chunked ? 0.0 : o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_);
-    if (reduce) k.reduce += o_ * x * g_;
-    if (chunked)
-      pipeline(k, x, anyCross ? std::max(bf_ * load / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
-               reduce);
-    k.fabric = k.fabric || anyCross;
-    ++k.steps;
-  }
-
-  // Extra messages of a step cut into chunks, and the fill (counted once, the largest).
-  void pipeline(Cost& k, double x, double perByte, bool reduce) const {
-    const double chunks = std::ceil(x / static_cast<double>(chunk_));
-    if (chunks <= 1) return;  // one message: its transfer is already counted whole
-    k.pipeline += (chunks - 1) * p_.stepUs;
-    fill_ = std::max(fill_, static_cast<double>(chunk_) * (perByte + (reduce ? o_ * g_ : 0.0)));
-  }
-  double fill() const { return fill_; }
-
-  // Single-copy handshakes (each a message to and from every peer) plus `bytes` copied (and
-  // `reduced` reduced) by each rank.
-  void singleCopy(Cost& k, int handshakes, double bytes, double reduced) const {
-    k.latency += handshakes * (localLatency() + (n_ - 1) * p_.stepUs);
-    k.transfer += o_ * bytes * cma_;  // cross-memory attach: pins the peer's pages, then copies
-    k.reduce += o_ * reduced * g_;
-    k.steps += handshakes;
-  }
-
-  void copy(Cost& k, double bytes) const { k.transfer += o_ * bytes * c_; }
-
-  // Hierarchical (hierarchical.cc): each rank sends its block straight to its proxy on every
-  // other node, and every chunk a rank holds goes on to its node peers as soon as it is there,
-  // so the node phase overlaps the fabric phase: one fabric hop and one local hop of latency,
-  // the slower of the two loads.
-  void hierarchical(Cost& k, double m, bool reduce) const {
-    const int N = nodes_, L = maxLocal_;
-    const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
-    const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
-    // Each rank posts its sends one after another on its progress thread: its own chunk to
-    // its N-1 proxies (the node peers' copies go out while those are in flight), then, once
-    // they arrive, each of the N-1 chunks it proxies to its L-1 node peers: (N-1)*L posts on
-    // the critical path, not N + L - 2 (ReduceScatter mirrors it).
-    k.latency += p_.fabric.alphaUs + localLatency() + (N - 1) * L * p_.stepUs;
-    const double blChunk = localPerByte(std::min(m, static_cast<double>(chunk_)));
-    const double perBlock = std::ceil(m / static_cast<double>(chunk_));
-    // AllGather's node phase overlaps its fabric phase only chunk by chunk: a proxied chunk
-    // is forwarded once it has arrived, so the forwards of the last chunk of every block,
-    // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
-    // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
-    const double forwarded =
-        reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
-    k.transfer += std::max(fabricBytes * bf_ + forwarded / std::max(1.0, perBlock),
-                           o_ * localBytes * blChunk);
-    if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
-    k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
-    if (perBlock > 1)
-      fill_ = std::max(
-          fill_, static_cast<double>(chunk_) * (L * bf_ + o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
-    k.fabric = true;
-    k.steps += 2;
-  }
-
-  // Direct: one step with a message to every peer at once.
-  void direct(Cost& k, double x) const {
-    double load = 0;
-    int localPeers = 0;
-    for (int r = 0; r < n_; ++r) {
-      int here = 0;
-      for (int q = 0; q < n_; ++q) here += node_[q] == node_[r] ? 1 : 0;
-      load = std::max(load, here * static_cast<double>(n_ - here) * x);
-      localPeers = std::max(localPeers, here - 1);
-    }
-    if (load > 0 && halfDuplex(x)) load = std::max(load, 2 * x);  // see step()
-    k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
-    k.transfer += std::max(o_ * localPeers * x * localPerByte(x), load * bf_);
-    pipeline(k, x, o_ * localPerByte(x), false);
-    k.fabric = load > 0;
-    ++k.steps;
-  }
-
- private:
-  const TunerParams& p_;
-  int n_ = 1, nodes_ = 1, maxLocal_ = 1;
-  size_t chunk_ = 1u << 20;
-  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
-  std::vector<int> node_;
-  mutable double fill_ = 0;
-};
 
 bool unchunked(Algorithm a) {
   return a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
@@ -309,35 +117,87 @@ size_t wholeMessage(const CallShape& s) {
 }
 
 // The ring's n-1 steps are alike (every rank to r+1): costed once, so that the model stays
-// O(n) for the thousands of ranks sharc-plan asks about.
+// O(n) for the thousands of ranks sharc-plan asks about. Each step moves a block of C chunks;
+// chunk c of step k waits for chunk c of step k-1 from the rank before, and each rank's link
+// to the next carries its (n-1)*C chunks in order. The call takes the longest of three paths:
+//   - the chain: the first chunk through all n-1 hops (s + alpha + one chunk's wire and
+//     reduction each; a step waits only for the hop before it, so the alphas are those of one
+//     chain of n-1 consecutive edges, ringChainAlpha), then the other C-1 chunks at the pace of
+//     the slower of the link and the progress thread;
+//   - the link: the busiest link carries every chunk back to back, once the first is posted,
+//     and the last one still has its alpha (and reduction) to go;
+//   - the progress thread: it posts every chunk's send and runs every chunk's reduction,
+//     while the transfers go on without it (the replay's and the engine's rule: a reduction
+//     runs on the thread, the transport moves the bytes).
+// Without chunks (C = 1) the chain is the whole story: the latencies, wire and reductions add.
+// On a CPU transport (TunerParams::dmaTransfers unset) the copies that move the bytes run on the
+// same cores as the reductions, so every step's wire, reductions and posts add (and the fill
+// once): the overlap is the DMA engines'.
 void ringSteps(const Model& md, Cost& k, double m, bool reduce) {
   const int n = md.n();
   if (n < 2) return;
   Cost one;
+  if (!md.dmaTransfers()) {  // the transport's copies and the reductions share the cores: add
+    md.step(
+        one, [n](int r) { return mod(r + 1, n); }, m, reduce, true);
+    k.addRepeated(one, n - 1);
+    k.latency += md.ringChainAlpha(reduce) - (n - 1) * (one.latency - md.stepUs());
+    return;
+  }
   md.step(
-      one, [n](int r) { return mod(r + 1, n); }, m, reduce, true);
-  // A step waits only for the hop before it, not for every pair of the step: the n-1 steps
-  // pay the latencies along one chain of n-1 consecutive ring edges, not n-1 times the
-  // slowest (on nodes of L ranks numbered node by node only ~1 hop in L crosses nodes).
-  const double stepAlpha = one.latency - md.stepUs();
-  k.addRepeated(one, n - 1);
-  k.latency += md.ringChainAlpha(reduce) - (n - 1) * stepAlpha;
+      one, [n](int r) { return mod(r + 1, n); }, m, reduce, true, false);
+  const int steps = n - 1;
+  const double s = md.stepUs();
+  const double chunks = std::max(1.0, std::ceil(m / static_cast<double>(md.chunk())));
+  const double wire = one.transfer, red = one.reduce;  // one step's, the slowest link
+  const double wire1 = wire / chunks, red1 = red / chunks;
+  const double alpha = one.latency - s;  // the slowest link class's
+  // One chunk's wire on a local edge and on a crossing one (the NIC shared by the node's
+  // crossing edges, as the step's load says).
+  const double wireLocal = md.localWire(m / chunks), wireCross = md.ringCrossWire(m / chunks);
+  const double first = md.ringChain(wireLocal, wireCross, red1, reduce);
+  const double chain = first + (chunks - 1) * std::max(wire1, red1 + s);
+  const double link = s + steps * wire + alpha + red1;
+  const double thread = steps * chunks * (s + red1) + alpha + wire1;
+  k.steps += steps;
+  k.fabric = k.fabric || one.fabric;
+  if (chain >= link && chain >= thread) {
+    k.latency += first;  // the first chunk through every step, its wire and reductions too
+    k.transfer += (chunks - 1) * wire1;
+    k.pipeline += chain - first - (chunks - 1) * wire1;
+  } else if (link >= thread) {
+    k.latency += s + alpha;
+    k.transfer += steps * wire;
+    k.reduce += red1;
+  } else {
+    k.latency += alpha;
+    k.transfer += wire1;
+    k.reduce += steps * chunks * red1;
+    k.pipeline += steps * chunks * s;
+  }
 }
 
 void allGather(const Model& md, Cost& k, Algorithm a, double m) {
   const int n = md.n();
   switch (a) {
-    case Algorithm::RecursiveDoubling:
-      for (int d = 1; d < n; d <<= 1)
-        md.step(
-            k, [d](int r) { return r ^ d; }, d * m, false, false);
+    case Algorithm::RecursiveDoubling: {
+      std::vector<Model::LogStep> steps;
+      for (int d = 1; d < n; d <<= 1) {
+        const auto partner = [d](int r) { return r ^ d; };
+        steps.push_back({partner, partner, d * m, false});
+      }
+      md.logSteps(k, steps);
       return;
-    case Algorithm::Bruck:
+    }
+    case Algorithm::Bruck: {
+      std::vector<Model::LogStep> steps;
       for (int d = 1; d < n; d <<= 1)
-        md.step(
-            k, [d, n](int r) { return mod(r - d, n); }, std::min(d, n - d) * m, false, false);
+        steps.push_back({[d, n](int r) { return mod(r - d, n); },
+                         [d, n](int r) { return mod(r + d, n); }, std::min(d, n - d) * m, false});
+      md.logSteps(k, steps);
       md.copy(k, n * m);
       return;
+    }
     case Algorithm::Direct: md.direct(k, m); return;
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, 0); return;
@@ -349,21 +209,27 @@ void allGather(const Model& md, Cost& k, Algorithm a, double m) {
 void reduceScatter(const Model& md, Cost& k, Algorithm a, double m) {
   const int n = md.n();
   switch (a) {
-    case Algorithm::RecursiveDoubling:
-      for (int d = n / 2; d >= 1; d >>= 1)
-        md.step(
-            k, [d](int r) { return r ^ d; }, d * m, true, false);
+    case Algorithm::RecursiveDoubling: {
+      std::vector<Model::LogStep> steps;
+      for (int d = n / 2; d >= 1; d >>= 1) {
+        const auto partner = [d](int r) { return r ^ d; };
+        steps.push_back({partner, partner, d * m, true});
+      }
+      md.logSteps(k, steps);
       return;
+    }
     case Algorithm::Bruck: {
       // reduce_scatter.cc's reversed Bruck: a rotated copy of the n blocks, then distances
       // floorPow2(n-1) down to 1, each sending (and reducing) the length - d blocks beyond d.
       md.copy(k, n * m);
+      std::vector<Model::LogStep> steps;
       int length = n;
       for (int d = floorPowerOfTwo(n - 1); d >= 1; d >>= 1) {
-        md.step(
-            k, [d, n](int r) { return mod(r + d, n); }, (length - d) * m, true, false);
+        steps.push_back({[d, n](int r) { return mod(r + d, n); },
+                         [d, n](int r) { return mod(r - d, n); }, (length - d) * m, true});
         length = d;
       }
+      md.logSteps(k, steps);
       return;
     }
     case Algorithm::DirectRead:
@@ -377,20 +243,21 @@ void allReduce(const Model& md, Cost& k, Algorithm a, double v) {
   const int n = md.n();
   const double m = v / n;
   switch (a) {
-    case Algorithm::RecursiveDoubling:
-      for (int d = 1; d < n; d <<= 1)
-        md.step(
-            k, [d, n](int r) { return (r ^ d) < n ? (r ^ d) : r; }, v, true, false);
+    case Algorithm::RecursiveDoubling: {
+      std::vector<Model::LogStep> steps;
+      for (int d = 1; d < n; d <<= 1) {
+        const auto partner = [d, n](int r) { return (r ^ d) < n ? (r ^ d) : r; };
+        steps.push_back({partner, partner, v, true});
+      }
       if (!isPowerOfTwo(n))
-        md.step(
-            k, [n](int r) { return mod(r + 1, n); }, v, false, false);
+        steps.push_back(
+            {[n](int r) { return mod(r + 1, n); }, [n](int r) { return mod(r - 1, n); }, v, false});
+      md.logSteps(k, steps);
       return;
+    }
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 4, 2 * (n - 1) * m, (n - 1) * m); return;
-    case Algorithm::Hierarchical:
-      reduceScatter(md, k, Algorithm::Hierarchical, m);
-      allGather(md, k, Algorithm::Hierarchical, m);
-      return;
+    case Algorithm::Hierarchical: md.hierarchicalAllReduce(k, m); return;
     default:
       reduceScatter(md, k, Algorithm::Ring, m);
       allGather(md, k, Algorithm::Ring, m);
@@ -447,6 +314,8 @@ TunerParams TunerParams::defaults() {
   p.localCacheGbps = 12.0;
   p.switchUs = 4.0;
   p.fabricHalfDuplex = true;  // this machine's fabric is tcp
+  p.dmaTransfers = false;     // tcp and shared memory copy on the ranks' cores
+  p.postedSends = 32;         // schedule.cc kMaxPostedSends
   return p;
 }
 

@@ -209,7 +209,7 @@ class Replay {
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> recvs;
     std::vector<uint32_t> recvOrder;
     size_t oldestUnposted = 0;
-    std::vector<uint32_t> finished;            // completions the next advance takes in
+    std::vector<uint32_t> finished;  // completions the next advance takes in
     uint32_t postedSends = 0, postedRecvs = 0, done = 0;
     double cpuFree = 0, lastDone = 0;
     bool scheduled = false;
@@ -274,7 +274,8 @@ class Replay {
     while (progressed) {
       progressed = false;
       while (!k.recvs.empty()) {
-        while (k.oldestUnposted < k.recvOrder.size() && postedOrDone_[k.recvOrder[k.oldestUnposted]])
+        while (k.oldestUnposted < k.recvOrder.size() &&
+               postedOrDone_[k.recvOrder[k.oldestUnposted]])
           ++k.oldestUnposted;
         const uint32_t g = k.recvs.top();
         const bool inOrder =
@@ -521,7 +522,10 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
     shape.chunkBytes = chunkBytes;
     shape.chunkBytesSet = true;
   }
-  const algo::TunerParams params = tunerParams(cluster);
+  algo::TunerParams params = tunerParams(cluster);
+  // The transport and the posting window the replay plays (DMA, the engine's 32 sends).
+  params.dmaTransfers = true;
+  params.postedSends = static_cast<int>(kMaxPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
   return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
 }

@@ -1,0 +1,491 @@
+// The cost model's machinery (tuner.cc has the formulas and the algorithms on top): the terms
+// of one call (Cost) and everything derived from its shape (Model). Internal to tuner.cc.
+#pragma once
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "tuner.hpp"
+
+namespace sharc::algo::model {
+
+// rxm's eager size: larger messages go by rendezvous (see Model::halfDuplex).
+inline constexpr double kEagerBytes = 16 << 10;
+// Shared-memory messages up to this size move at cache speed (one slot of the transport's
+// FIFO, shm_endpoint.cc); 16 KiB when ranks outnumber cores. Larger ones were measured to
+// depend on the two cores' placement (1.4 to 9 GB/s between runs), so the model takes the
+// streaming figure for them and single-copy reads win.
+inline constexpr double kFifoBytes = 64 << 10;
+inline constexpr double kFifoBytesOversubscribed = 16 << 10;
+
+// Read once: the tuner runs on every call, and this is a system call.
+inline int detectCores() {
+  static const int cores = [] {
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) return CPU_COUNT(&cpus);
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+  }();
+  return cores;
+}
+
+// Sums of the model's terms for one algorithm.
+struct Cost {
+  double latency = 0, transfer = 0, reduce = 0, pipeline = 0;
+  int steps = 0;
+  bool fabric = false;  // some step crossed nodes
+  double total() const { return latency + transfer + reduce + pipeline; }
+  // `times` more of the steps in `one` (identical steps: the ring's n-1).
+  void addRepeated(const Cost& one, int times) {
+    latency += times * one.latency;
+    transfer += times * one.transfer;
+    reduce += times * one.reduce;
+    pipeline += times * one.pipeline;
+    steps += times * one.steps;
+    fabric = fabric || (times > 0 && one.fabric);
+  }
+};
+
+// Everything derived once per call.
+class Model {
+ public:
+  Model(const CallShape& shape, const TunerParams& p, size_t chunk) : p_(p) {
+    n_ = std::max(1, shape.nranks);
+    chunk_ = std::max<size_t>(chunk, 4096);
+    const bool map =
+        shape.locality == Locality::Network && shape.nodes != nullptr && shape.nodes->size() == n_;
+    // Without a map, Network means one rank per node, the one-host localities one node.
+    const bool spread = !map && shape.locality == Locality::Network;
+    node_.assign(static_cast<size_t>(n_), 0);
+    for (int r = 0; r < n_; ++r)
+      node_[r] = map ? shape.nodes->nodeOf[static_cast<size_t>(r)] : spread ? r : 0;
+    nodes_ = map ? shape.nodes->nodes() : spread ? n_ : 1;
+    maxLocal_ = map ? shape.nodes->maxLocal() : spread ? 1 : n_;
+    const int cores = p.cores > 0 ? p.cores : detectCores();
+    o_ = std::max(1.0, static_cast<double>(maxLocal_) / std::max(1, cores));
+    bl_ = p.local.usPerByte();
+    bf_ = p.fabric.usPerByte();
+    c_ = 1.0 / (p.copyGbps * 1e3);
+    cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
+    blCache_ = 1.0 / (p.localCacheGbps * 1e3);
+    g_ = 1.0 / (p.reduceGbps * 1e3);
+  }
+
+  // us per byte of a shared-memory message of x bytes: cached while small, else streamed,
+  // and slowed by oversubscription (both ends must run for a FIFO to move).
+  double localPerByte(double x) const {
+    return x <= (o_ > 1 ? kFifoBytesOversubscribed : kFifoBytes) ? blCache_ : o_ * bl_;
+  }
+  // Latency of one round of local messages.
+  double localLatency() const { return o_ * p_.local.alphaUs + (o_ > 1 ? o_ * p_.switchUs : 0); }
+
+  // Whether an exchange of x bytes each way over one connection takes turns: on a half-duplex
+  // fabric, for messages past the eager size (rxm's 16 KiB buffers; larger ones go by
+  // rendezvous, where the turns were measured; smaller ones were not seen to).
+  bool halfDuplex(double x) const { return p_.fabricHalfDuplex && x > kEagerBytes; }
+
+  double stepUs() const { return p_.stepUs; }
+  bool dmaTransfers() const { return p_.dmaTransfers; }
+
+  // One message of x bytes on a local edge.
+  double localWire(double x) const { return o_ * x * localPerByte(x); }
+  // One message of x bytes on a crossing edge of the ring (r -> r+1): the NIC of the node
+  // with the most crossing edges carries that many at once; a 2-rank ring exchanges over
+  // one connection (half duplex: both directions in turn).
+  double ringCrossWire(double x) const {
+    std::vector<int> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
+    int most = 0;
+    for (int r = 0; r < n_; ++r) {
+      const int q = (r + 1) % n_;
+      if (node_[r] == node_[q]) continue;
+      most = std::max({most, ++out[node_[r]], ++in[node_[q]]});
+    }
+    double load = most * x;
+    if (n_ == 2 && most > 0 && halfDuplex(x)) load = std::max(load, 2 * x);
+    return load * bf_;
+  }
+
+  // One chunk through the ring schedule's dependencies (all_gather.cc, reduce_scatter.cc),
+  // step by step: rank r posts step k's send (s) once step k-1's chunk is in (and reduced);
+  // the chunk reaches r+1 after the edge's wire time and alpha. ReduceScatter receives into
+  // one of two buffers, the one its send of step k-1 read, so its receive of step k completes
+  // no earlier than that send's delivery. `wire` is one chunk's time on a local and on a
+  // crossing edge, `red` one chunk's reduction. Ranks numbered node by node on nodes of L
+  // ranks repeat node after node, so only L positions are followed; uneven nodes follow all
+  // n ranks (O(n^2): the planner's uneven groups are small).
+  double ringChain(double wireLocal, double wireCross, double red, bool reduce) const {
+    bool even = n_ % nodes_ == 0 && maxLocal_ * nodes_ == n_;
+    for (int r = 0; r < n_ && even; ++r) even = node_[r] == r / maxLocal_;
+    const int width = even ? maxLocal_ : n_;
+    const auto crossIn = [&](int i) {  // the edge into position i from the one before it
+      return even ? (i == 0 && nodes_ > 1) : node_[i] != node_[(i + n_ - 1) % n_];
+    };
+    const double s = p_.stepUs, aL = localLatency(), aF = p_.fabric.alphaUs;
+    std::vector<double> post(static_cast<size_t>(width), s), done(static_cast<size_t>(width));
+    std::vector<double> delivered(static_cast<size_t>(width), 0), nextPost(post);
+    for (int k = 0; k < n_ - 1; ++k) {
+      for (int i = 0; i < width; ++i) {
+        const int from = (i + width - 1) % width;
+        const bool cross = crossIn(i);
+        const double arrival = post[from] + (cross ? wireCross + aF : wireLocal + aL);
+        // the receive of step k is posted once this rank's send of step k-1 was delivered
+        done[i] = std::max(arrival, reduce && k >= 2 ? delivered[i] : 0.0) + (reduce ? red : 0);
+      }
+      for (int i = 0; i < width; ++i) {
+        const bool crossOut = crossIn((i + 1) % width);
+        delivered[i] = post[i] + (crossOut ? wireCross + aF : wireLocal + aL);
+        nextPost[i] = done[i] + s;
+      }
+      std::swap(post, nextPost);
+    }
+    return *std::max_element(done.begin(), done.end());
+  }
+
+  // Latency along the ring's critical chain: n-1 consecutive edges r -> r+1, the slowest
+  // chain leaving out one local edge where there is one. ReduceScatter receives into one of
+  // two buffers only once the send that read it is delivered (reduce_scatter.cc), so a rank
+  // whose edge crosses nodes pays that edge every other step as well.
+  double ringChainAlpha(bool reduce) const {
+    int cross = 0;
+    for (int r = 0; r < n_; ++r) cross += node_[r] != node_[(r + 1) % n_] ? 1 : 0;
+    const int fabricHops = std::min(cross, n_ - 1);
+    double chain = fabricHops * p_.fabric.alphaUs + (n_ - 1 - fabricHops) * localLatency();
+    if (reduce && cross > 0 && n_ > 2)
+      chain = std::max(chain, ((n_ - 2) / 2 + 1) * (p_.fabric.alphaUs + p_.stepUs) -
+                                  (n_ - 1) * p_.stepUs + localLatency());
+    return chain;
+  }
+
+  int n() const { return n_; }
+  size_t chunk() const { return chunk_; }
+  int nodes() const { return nodes_; }
+  int maxLocal() const { return maxLocal_; }
+
+  // One step: every rank r sends x bytes to peer(r) (and receives as much).
+  void step(Cost& k, const std::function<int(int)>& peer, double x, bool reduce, bool chunked,
+            bool fill = true) const {
+    bool anyLocal = false, anyCross = false, exchange = false;
+    std::vector<double> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
+    for (int r = 0; r < n_; ++r) {
+      const int q = peer(r);
+      // r^d on a group that is not a power of two (a forced or folded recursive doubling):
+      // no partner there.
+      if (q == r || q < 0 || q >= n_) continue;
+      if (node_[r] == node_[q]) {
+        anyLocal = true;
+      } else {
+        anyCross = true;
+        exchange = exchange || peer(q) == r;
+        out[node_[r]] += x;
+        in[node_[q]] += x;
+      }
+    }
+    double load = 0;
+    for (int i = 0; i < nodes_; ++i) load = std::max({load, out[i], in[i]});
+    // A pair that exchanges over one connection moves its two directions in turn where the
+    // fabric is half duplex per connection (tcp): that connection carries 2x.
+    if (exchange && halfDuplex(x)) load = std::max(load, 2 * x);
+    const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, load * bf_);
+    k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
+    // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
+    k.transfer += wire + (chunked ? 0.0 : o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_);
+    if (reduce) k.reduce += o_ * x * g_;
+    if (chunked && fill)
+      pipeline(k, x, anyCross ? std::max(bf_ * load / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
+               reduce);
+    k.fabric = k.fabric || anyCross;
+    ++k.steps;
+  }
+
+  // Processor sharing on one NIC: the messages of `senders` (each x bytes, posted at their
+  // sender's t + s) share its rate equally; done[sender] = when each one's last byte is out.
+  void share(std::vector<int>& senders, const std::vector<double>& t, double x,
+             std::vector<double>& done, double& free) const {
+    if (senders.empty()) return;
+    const auto start = [&](int r) { return t[static_cast<size_t>(r)] + p_.stepUs; };
+    std::sort(senders.begin(), senders.end(), [&](int a, int b) { return start(a) < start(b); });
+    std::vector<std::pair<double, int>> active;  // bytes left, sender
+    double now = start(senders[0]);
+    // What is still on the NIC from earlier steps goes first (as a whole: the messages that
+    // finish last, the ones a chain waits for, are late by all of it).
+    const double backlog = std::max(0.0, free - now);
+    size_t next = 0;
+    while (next < senders.size() || !active.empty()) {
+      if (active.empty()) now = std::max(now, start(senders[next]));
+      while (next < senders.size() && start(senders[next]) <= now)
+        active.push_back({x, senders[next++]});
+      const double k = static_cast<double>(active.size());
+      double least = active[0].first;
+      for (const auto& f : active) least = std::min(least, f.first);
+      const double ends = now + least * bf_ * k;
+      const double arrives = next < senders.size() ? start(senders[next]) : ends;
+      const double until = std::min(ends, arrives);
+      const double moved = (until - now) / (bf_ * k);
+      now = until;
+      for (size_t i = 0; i < active.size();) {
+        active[i].first -= moved;
+        if (active[i].first <= 1e-9 * x) {
+          done[static_cast<size_t>(active[i].second)] = now + backlog;
+          active[i] = active.back();
+          active.pop_back();
+        } else {
+          ++i;
+        }
+      }
+    }
+    free = std::max(free, start(senders[0])) + static_cast<double>(senders.size()) * x * bf_;
+  }
+
+  // The log-step algorithms (recursive doubling/halving, Bruck): rank r's step k sends to
+  // to(r) once its step k-1 is done and completes once the message from from(r) is in (and
+  // reduced). The call is the longest chain through those dependencies, T_k(r) = max(T_k-1(r),
+  // T_k-1(from(r)) + s + edge) (+ the reduction): on nodes of several ranks a chain of short
+  // distances crosses nodes only where it passes a node boundary (the ring's argument), so it
+  // pays a fabric alpha, and the NIC shared by that step's crossing messages, only there.
+  struct LogStep {
+    std::function<int(int)> to, from;
+    double x;
+    bool reduce;
+  };
+  void logSteps(Cost& k, const std::vector<LogStep>& steps) const {
+    const auto n = static_cast<size_t>(n_);
+    // Along the longest chain to each rank: total, alphas, posts, reductions.
+    std::vector<double> t(n, 0), lat(n, 0), post(n, 0), red(n, 0);
+    std::vector<std::vector<int>> egress(static_cast<size_t>(nodes_)),
+        ingress(static_cast<size_t>(nodes_));
+    std::vector<double> outDone(n), inDone(n);
+    // When each NIC has moved every byte of the steps so far: a step's messages that start
+    // while an earlier step's are still on the NIC queue behind them (the chain of short
+    // distances runs ahead of the messages that cross).
+    std::vector<double> outFree(static_cast<size_t>(nodes_), 0),
+        inFree(static_cast<size_t>(nodes_), 0);
+    for (const LogStep& st : steps) {
+      // Each node's NIC shares its rate equally among the messages on it (processor
+      // sharing, the replay's fair share): a message that starts behind others on a NIC ends
+      // when its share of the rate has moved it.
+      for (auto& v : egress) v.clear();
+      for (auto& v : ingress) v.clear();
+      bool exchange = false, anyCross = false;
+      for (int r = 0; r < n_; ++r) {
+        const int q = st.to(r);
+        if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
+        anyCross = true;
+        exchange = exchange || st.to(q) == r;
+        egress[node_[r]].push_back(r);
+        ingress[node_[q]].push_back(r);
+      }
+      for (int i = 0; i < nodes_; ++i) {
+        share(egress[i], t, st.x, outDone, outFree[i]);
+        share(ingress[i], t, st.x, inDone, inFree[i]);
+      }
+      const double own = (exchange && halfDuplex(st.x) ? 2 : 1) * st.x * bf_;
+      const double copy = o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
+      const double reduce = st.reduce ? o_ * st.x * g_ : 0.0;
+      const double local = o_ * st.x * localPerByte(st.x);
+      const std::vector<double> t0 = t, lat0 = lat, post0 = post, red0 = red;
+      for (int r = 0; r < n_; ++r) {
+        const int q = st.from(r);
+        if (q == r || q < 0 || q >= n_) continue;  // no partner this step
+        double alpha = localLatency(), sent = t0[q] + p_.stepUs + local;
+        if (node_[q] != node_[r]) {
+          alpha = p_.fabric.alphaUs;
+          sent = std::max({t0[q] + p_.stepUs + own, outDone[q], inDone[q]});
+        }
+        const double via = sent + alpha + copy;
+        if (via > t0[r]) {
+          t[r] = via;
+          lat[r] = lat0[q] + alpha;
+          post[r] = post0[q] + p_.stepUs;
+          red[r] = red0[q];
+        }
+        t[r] += reduce;
+        red[r] += reduce;
+      }
+      k.fabric = k.fabric || anyCross;
+      ++k.steps;
+    }
+    const auto last = static_cast<size_t>(std::max_element(t.begin(), t.end()) - t.begin());
+    k.latency += lat[last] + post[last];
+    k.reduce += red[last];
+    k.transfer += t[last] - lat[last] - post[last] - red[last];
+  }
+
+  // Extra messages of a step cut into chunks, and the fill (counted once, the largest).
+  void pipeline(Cost& k, double x, double perByte, bool reduce) const {
+    const double chunks = std::ceil(x / static_cast<double>(chunk_));
+    if (chunks <= 1) return;  // one message: its transfer is already counted whole
+    k.pipeline += (chunks - 1) * p_.stepUs;
+    fill_ = std::max(fill_, static_cast<double>(chunk_) * (perByte + (reduce ? o_ * g_ : 0.0)));
+  }
+  double fill() const { return fill_; }
+
+  // Single-copy handshakes (each a message to and from every peer) plus `bytes` copied (and
+  // `reduced` reduced) by each rank.
+  void singleCopy(Cost& k, int handshakes, double bytes, double reduced) const {
+    k.latency += handshakes * (localLatency() + (n_ - 1) * p_.stepUs);
+    k.transfer += o_ * bytes * cma_;  // cross-memory attach: pins the peer's pages, then copies
+    k.reduce += o_ * reduced * g_;
+    k.steps += handshakes;
+  }
+
+  void copy(Cost& k, double bytes) const { k.transfer += o_ * bytes * c_; }
+
+  // Hierarchical where NICs and NVLink move the bytes (the replay's transport), the longest
+  // of these paths (C chunks per block of m bytes, F = L*(N-1)*m on each NIC each way):
+  //   AllGather
+  //   - the fabric phase, then the forwards: a proxied chunk is forwarded once it is in, but
+  //     sends are posted in the order they became ready, at most W at a time (postedSends,
+  //     the engine's 32): the C*(N-1) sends to other nodes, ready at once, fill the window,
+  //     and the forwards queue behind them. The window's share W/(C*(N-1)) of the forwards
+  //     overlaps the fabric phase, the rest (at least the last chunk's, 1/C) follows it;
+  //     the chunks a proxy holds arrive (N-1)*s after the first post at the latest, as every
+  //     sender posts to the nodes in the same order;
+  //   - the rank's local link: its (L-1)*N*m of local sends;
+  //   - its progress thread: C*(n-1) posts.
+  //   ReduceScatter
+  //   - the contributions to the proxies on the node, then the partials across, the window
+  //     now full of the C*N*(L-1) local sends ready at once;
+  //   - the phases overlapped chunk by chunk: (N-1)*L posts, the slower phase, every
+  //     reduction, the pipeline's posts and fill (what bounds it at small sizes);
+  //   - the local link, the thread's posts and reductions, the NIC.
+  // (The window's share is how the replay behaves: 16x8 AllGather of 1 GiB in 1 MiB chunks
+  // takes 2.8 ms with an unbounded window and 3.3, 4.0 and 4.5 ms with 64, 32 and 16.)
+  // The paths above (each with its tails), for one phase of blocks of m bytes.
+  struct HierPaths {
+    double total = 0;                          // the longest
+    double serial = 0;                         // one phase after the other, as the window allows
+    double local = 0, fabric = 0, thread = 0;  // each resource's work
+  };
+  HierPaths hierarchicalPaths(double m, bool reduce) const {
+    const int N = nodes_, L = maxLocal_;
+    const double s = p_.stepUs, af = p_.fabric.alphaUs, al = localLatency();
+    const double C = std::max(1.0, std::ceil(m / static_cast<double>(chunk_)));
+    const double chunk = std::min(m, static_cast<double>(chunk_));
+    const double blChunk = localPerByte(chunk);
+    const double fabric = static_cast<double>(L) * (N - 1) * m * bf_;
+    const double forwards = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
+    const double local = o_ * static_cast<double>(L - 1) * N * m * blChunk;
+    const double posts = C * (n_ - 1) * s, forwardPosts = C * (N - 1) * (L - 1) * s;
+    const double window =
+        p_.postedSends > 0 ? p_.postedSends : std::numeric_limits<double>::infinity();
+    HierPaths h;
+    h.local = local + al;
+    h.fabric = fabric + af;
+    if (!reduce) {
+      const double after = std::max(1.0 / C, 1.0 - window / (C * (N - 1)));
+      const double tail = al + chunk * blChunk;
+      h.serial = af + N * s + fabric + after * std::max(forwards, forwardPosts) + tail;
+      h.thread = posts + tail;
+      h.total = std::max({h.serial, local + tail, h.thread});
+      return h;
+    }
+    const double red = o_ * (n_ - 1) * m * g_;
+    const double after = std::max(1.0 / C, 1.0 - window / (C * N * (L - 1)));
+    const double tail = o_ * chunk * g_;
+    h.serial = al + L * s + forwards + after * fabric + af + tail;
+    h.thread = posts + red + tail;
+    const double fill = C > 1 ? chunk * (L * bf_ + o_ * blChunk + o_ * g_) : 0.0;
+    const double overlapped = af + al + (N - 1) * L * s + std::max(fabric, local) + red +
+                              (C - 1) * ((N - 1) + (L - 1) * N) * s + fill;
+    h.total = std::max({h.serial, local + tail, h.thread, fabric + tail, overlapped});
+    return h;
+  }
+
+  void hierarchicalDma(Cost& k, double m, bool reduce) const {
+    const HierPaths h = hierarchicalPaths(m, reduce);
+    k.latency += p_.fabric.alphaUs + localLatency();
+    k.transfer += h.total - p_.fabric.alphaUs - localLatency();
+    k.fabric = true;
+    k.steps += 2;
+  }
+
+  // Hierarchical AllReduce (its ReduceScatter, then its AllGather, chunk by chunk: a chunk's
+  // gather starts once it is reduced). The longest of: the two phases' serial paths one after
+  // the other; each resource's work of both phases; one chunk through both phases (at
+  // small sizes, with one chunk per block, the whole call). On a CPU transport, the sum.
+  void hierarchicalAllReduce(Cost& k, double m) const {
+    if (!p_.dmaTransfers) {
+      hierarchical(k, m, true);
+      hierarchical(k, m, false);
+      return;
+    }
+    const HierPaths r = hierarchicalPaths(m, true), a = hierarchicalPaths(m, false);
+    const double one = std::min(m, static_cast<double>(chunk_));
+    const double first = hierarchicalPaths(one, true).total + hierarchicalPaths(one, false).total;
+    const double t = std::max(
+        {r.serial + a.serial, r.local + a.local, r.fabric + a.fabric, r.thread + a.thread, first});
+    k.latency += 2 * (p_.fabric.alphaUs + localLatency());
+    k.transfer += t - 2 * (p_.fabric.alphaUs + localLatency());
+    k.fabric = true;
+    k.steps += 4;
+  }
+
+  // Hierarchical (hierarchical.cc). AllGather: each rank sends its block, chunk by chunk,
+  // to its proxy on every other node and its node peers; every chunk it receives as proxy
+  // goes on to its L-1 node peers. ReduceScatter mirrors it: contributions to the proxies
+  // on the node first, the node's partials across. See hierarchicalDma() for the form where
+  // the bytes move by DMA (dmaTransfers); on a CPU transport the phases are taken to overlap
+  // (the form the emulated cluster's measurements were taken against, docs/planning.md):
+  void hierarchical(Cost& k, double m, bool reduce) const {
+    if (p_.dmaTransfers) return hierarchicalDma(k, m, reduce);
+    const int N = nodes_, L = maxLocal_;
+    const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
+    const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
+    // Each rank posts its sends one after another on its progress thread: its own chunk to
+    // its N-1 proxies (the node peers' copies go out while those are in flight), then, once
+    // they arrive, each of the N-1 chunks it proxies to its L-1 node peers: (N-1)*L posts on
+    // the critical path, not N + L - 2 (ReduceScatter mirrors it).
+    k.latency += p_.fabric.alphaUs + localLatency() + (N - 1) * L * p_.stepUs;
+    const double blChunk = localPerByte(std::min(m, static_cast<double>(chunk_)));
+    const double perBlock = std::ceil(m / static_cast<double>(chunk_));
+    // AllGather's node phase overlaps its fabric phase only chunk by chunk: a proxied chunk
+    // is forwarded once it has arrived, so the forwards of the last chunk of every block,
+    // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
+    // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
+    const double forwarded = reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
+    k.transfer += std::max(fabricBytes * bf_ + forwarded / std::max(1.0, perBlock),
+                           o_ * localBytes * blChunk);
+    if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
+    k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
+    if (perBlock > 1)
+      fill_ = std::max(
+          fill_, static_cast<double>(chunk_) * (L * bf_ + o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
+    k.fabric = true;
+    k.steps += 2;
+  }
+
+  // Direct: one step with a message to every peer at once.
+  void direct(Cost& k, double x) const {
+    double load = 0;
+    int localPeers = 0;
+    for (int r = 0; r < n_; ++r) {
+      int here = 0;
+      for (int q = 0; q < n_; ++q) here += node_[q] == node_[r] ? 1 : 0;
+      load = std::max(load, here * static_cast<double>(n_ - here) * x);
+      localPeers = std::max(localPeers, here - 1);
+    }
+    if (load > 0 && halfDuplex(x)) load = std::max(load, 2 * x);  // see step()
+    k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
+    k.transfer += std::max(o_ * localPeers * x * localPerByte(x), load * bf_);
+    pipeline(k, x, o_ * localPerByte(x), false);
+    k.fabric = load > 0;
+    ++k.steps;
+  }
+
+ private:
+  const TunerParams& p_;
+  int n_ = 1, nodes_ = 1, maxLocal_ = 1;
+  size_t chunk_ = 1u << 20;
+  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
+  std::vector<int> node_;
+  mutable double fill_ = 0;
+};
+
+}  // namespace sharc::algo::model
