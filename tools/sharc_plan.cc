@@ -3,6 +3,7 @@
 //                          the physical bound (and --plot FILE.png through matplotlib)
 //   sharc-plan fsdp        the ranked (hybrid_shard_degree, tensor_parallel_degree) table
 //   sharc-plan backtest    the cost model against published NCCL runs
+//   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 1,024 ranks)
 // This file: main, the shared option handling and `collective`; sharc_plan_fsdp.cc the rest.
 #include <signal.h>
 #include <spawn.h>
@@ -30,7 +31,7 @@ namespace sharc::plan::cli {
 namespace {
 
 const char kUsage[] =
-    "usage: sharc-plan collective|fsdp|backtest [options]   (sharc-plan --help)\n";
+    "usage: sharc-plan collective|fsdp|backtest|simulate [options]   (sharc-plan --help)\n";
 
 const char kHelp[] =
     "sharc-plan: sharc's cost model (the tuner's) for clusters you do not have.\n"
@@ -53,6 +54,12 @@ const char kHelp[] =
     "\n"
     "sharc-plan backtest [--json]\n"
     "  the model of NCCL's AllReduce against published nccl-tests runs over EFA.\n"
+    "\n"
+    "sharc-plan simulate CLUSTER [--collective all_gather] [--nodes 2,4,8] [-b 1M] [-e 256M]\n"
+    "    [-f 4] [--algorithm NAME] [--json]\n"
+    "  the model's time beside a replay of every rank's real schedule over the same links\n"
+    "  (same algorithm and chunk), and the model's error; at most 1,024 ranks (256 ranks take\n"
+    "  up to a minute per size).\n"
     "\n"
     "CLUSTER: --cluster NAME (a built-in profile) | --cluster-file F (`key = value` lines of\n"
     "  the Cluster fields) | --calibration F (a sharc-perf --calibrate file) | --this-host\n"
@@ -374,7 +381,8 @@ int main(int argc, char** argv) {
     return extra;
   };
   try {
-    if (argc < 2) throw UsageError("sharc-plan: give a subcommand: collective, fsdp, backtest");
+    if (argc < 2)
+      throw UsageError("sharc-plan: give a subcommand: collective, fsdp, backtest, simulate");
     const std::string cmd = argv[1];
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kHelp, stdout);
@@ -397,8 +405,13 @@ int main(int argc, char** argv) {
                                {"--json", "--tied", "--this-host"}));
     if (cmd == "backtest")
       return runBacktestCommand(parseArgs(cmd, argc - 2, argv + 2, {}, {"--json"}));
+    if (cmd == "simulate")
+      return runSimulate(
+          parseArgs(cmd, argc - 2, argv + 2,
+                    with({"--collective", "--nodes", "-b", "-e", "-f", "--algorithm"}),
+                    {"--json", "--this-host"}));
     throw UsageError("sharc-plan: unknown subcommand '" + cmd +
-                     "' (valid: collective, fsdp, backtest)");
+                     "' (valid: collective, fsdp, backtest, simulate)");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n%s", e.what(), kUsage);
     return 2;

@@ -53,5 +53,6 @@ std::string clusterText(const Cluster& c);
 int runCollective(const Args& a);
 int runFsdp(const Args& a);
 int runBacktestCommand(const Args& a);
+int runSimulate(const Args& a);
 
 }  // namespace sharc::plan::cli

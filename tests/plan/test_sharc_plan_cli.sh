@@ -10,6 +10,30 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 case $mode in
+simulate)
+  # The replay beside the model: the same rows as `collective` (algorithm, chunk, time), a
+  # replayed time, and the error computed from the two.
+  "$plan" simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 2,4 -b 1M -e 64M \
+    -f 8 --json >"$tmp/s.json" || fail "simulate --json exit $?"
+  "$plan" collective --cluster p5.48xlarge --collective reduce_scatter --nodes 2,4 -b 1M -e 64M \
+    -f 8 --json >"$tmp/c.json" || fail "collective --json exit $?"
+  python3 - "$tmp/s.json" "$tmp/c.json" <<'PY' || fail "simulate JSON"
+import json, sys
+s, c = (json.load(open(f))["rows"] for f in sys.argv[1:3])
+assert len(s) == len(c) == 6, (len(s), len(c))
+for r, m in zip(s, c):
+    assert (r["nodes"], r["bytes"], r["algorithm"], r["chunk_bytes"]) == \
+        (m["nodes"], m["bytes"], m["algorithm"], m["chunk_bytes"]), (r, m)
+    assert abs(r["model_us"] - m["time_us"]) <= 1e-3 * m["time_us"], (r, m)
+    assert r["replay_us"] > 0, r
+    err = 100 * (r["model_us"] - r["replay_us"]) / r["replay_us"]
+    assert abs(r["error_pct"] - err) < 1e-3, r
+PY
+  out=$("$plan" simulate --cluster p5.48xlarge --nodes 200 2>&1)
+  rc=$?
+  [[ $rc == 2 && $out == *"at most 1024 ranks"* ]] || fail "simulate --nodes 200: exit $rc: $out"
+  echo "simulate: OK"
+  ;;
 json)
   "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 1,2,64 \
     -b 1M -e 1G -f 4 --json >"$tmp/c.json" || fail "collective --json exit $?"
