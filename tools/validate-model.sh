@@ -15,11 +15,11 @@ out=${2:-/tmp/sharc-validate}
 here=$(cd "$(dirname "$0")" && pwd)
 perf="$build/perf/sharc-perf"
 run() { python3 "$here/validate_model.py" --perf "$perf" --out "$out" "$@"; }
-common=(--repeats 2 --iters 3 --warmup 1)
+common=(--repeats 2 --iters 3 --warmup 3)
 run "${common[@]}" --cases 2,2 1,1,1,1 3,1 2,1,1 2,2@2 --rates 200mbit --max 16M >/dev/null
 run "${common[@]}" --cases 3,1 --rates 1gbit --max 16M >/dev/null
 run "${common[@]}" --cases 2,2 --rates 1gbit --max 64M >/dev/null
-run --repeats 1 --iters 3 --warmup 1 --cases 2,2 3,1 --rates 200mbit --max 16M \
+run --repeats 1 --iters 3 --warmup 3 --cases 2,2 3,1 --rates 200mbit --max 16M \
   --calibrate --no-uncalibrated >/dev/null
 plot=()
 /usr/bin/python3 -c "import matplotlib" 2>/dev/null && plot=(--plot "$out/validate.png")
