@@ -12,24 +12,44 @@ namespace sharc::plan {
 
 /// A cluster's nodes as the cost model sees them. Rates are 1e9 bytes/s in one direction.
 struct Cluster {
-  std::string name;         ///< "p5.48xlarge", a file's name, or "this host"
-  std::string source;       ///< where the figures come from (citation or file)
-  int ranksPerNode = 8;     ///< GPUs (ranks) per node
-  double memoryBytes = 0;   ///< memory of one rank's device (GPU HBM)
-  double localAlphaUs = 0;  ///< latency of one message between ranks of a node
-  double localGBps = 0;     ///< bandwidth one rank reaches to the others of its node
-  double fabricAlphaUs = 0; ///< latency of one message between nodes
-  double fabricGBps = 0;    ///< injection bandwidth of one node, all its NICs together
-  int rails = 1;            ///< NICs per node (informational: fabricGBps is their sum)
-  double copyGBps = 0;      ///< one rank's memory copy rate
-  double reduceGBps = 0;    ///< one rank's reduction rate (bytes of one input per second)
-  double stepUs = 0;        ///< software overhead of one schedule step or chunk
+  std::string name;          ///< "p5.48xlarge", a file's name, or "this host"
+  std::string source;        ///< where the figures come from (citation or file)
+  int ranksPerNode = 8;      ///< GPUs (ranks) per node
+  double memoryBytes = 0;    ///< memory of one rank's device (GPU HBM)
+  double localAlphaUs = 0;   ///< latency of one message between ranks of a node
+  double localGBps = 0;      ///< bandwidth one rank reaches to the others of its node
+  double fabricAlphaUs = 0;  ///< latency of one message between nodes
+  double fabricGBps = 0;     ///< injection bandwidth of one node, all its NICs together
+  /// NICs per node (fabricGBps is their sum). With ranksPerNode they give what one rank can
+  /// drive: it stripes over the NICs placed near it only (fabricRankShare).
+  int rails = 1;
+  double copyGBps = 0;    ///< one rank's memory copy rate
+  double reduceGBps = 0;  ///< one rank's reduction rate (bytes of one input per second)
+  double stepUs = 0;      ///< software overhead of one schedule step or chunk
   /// Share of the links' bandwidth a real collective library reaches (fitted; 1 = ideal).
   double efficiency = 1.0;
   /// A connection between two ranks of different nodes moves one direction at a time (tcp;
   /// algo::TunerParams::fabricHalfDuplex). EFA and the built-in profiles: false.
   bool fabricHalfDuplex = false;
+  /// NICs and NVLink move the bytes by DMA, off the ranks' progress threads
+  /// (algo::TunerParams::dmaTransfers): the built-in GPU profiles. false: a CPU transport
+  /// (this host's tcp and shared memory, a calibration file).
+  bool dmaTransfers = true;
+  /// Sends a rank keeps posted (algo::TunerParams::postedSends): sharc's engine posts 32;
+  /// 0 = no limit (the NCCL backtest's algorithms).
+  int postedSends = 32;
+  /// Share of fabricGBps one rank can drive (algo::TunerParams::fabricRankShare). 0: from
+  /// rails and ranksPerNode as sharc places ranks on NICs (rankFabricShare: p5's 32 NICs over
+  /// 8 GPUs, 4/32 each). 1: any rank the node's whole fabric (the NCCL backtest: NCCL's
+  /// channels cross nodes on every GPU's NICs at once).
+  double fabricRankShare = 0;
 };
+
+/// The share of a node's fabric one of its `ranksPerNode` ranks can drive when it stripes
+/// over the NICs sharc places near it (topology/nic_mapping.hpp: R = `rails` NICs spread over
+/// the GPUs, each gets floor(R/L) of them, or L/R ranks share one): floor(R/L)/R for R >= L,
+/// 1/R below (the NIC's sharing among its ranks is the node's load). 1 for R <= 1.
+double rankFabricShare(int rails, int ranksPerNode);
 
 /// The built-in instance profiles (published NIC counts and speeds): "p4d.24xlarge",
 /// "p5.48xlarge", "p5en.48xlarge".
@@ -46,13 +66,13 @@ struct Prediction {
   Collective collective = Collective::AllGather;
   int nodes = 1;
   int ranks = 1;
-  size_t bytes = 0;          ///< AllGather output / ReduceScatter input / AllReduce vector
-  std::string algorithm;     ///< the tuner's choice ("ring", "hierarchical", ...)
+  size_t bytes = 0;       ///< AllGather output / ReduceScatter input / AllReduce vector
+  std::string algorithm;  ///< the tuner's choice ("ring", "hierarchical", ...)
   size_t chunkBytes = 0;
   double predictedUs = 0;
-  double busGBps = 0;        ///< nccl-tests' bus bandwidth of the predicted time
-  double boundUs = 0;        ///< physical lower bound (see lowerBoundUs)
-  double boundBusGBps = 0;   ///< bus bandwidth at the lower bound
+  double busGBps = 0;       ///< nccl-tests' bus bandwidth of the predicted time
+  double boundUs = 0;       ///< physical lower bound (see lowerBoundUs)
+  double boundBusGBps = 0;  ///< bus bandwidth at the lower bound
 };
 
 /// The tuner's plan for `c` of `bytes` on `nodes` nodes of `cluster` (ranks numbered node by

@@ -8,9 +8,12 @@
 // One step in which every rank r sends `x` bytes to peer(r) costs
 //   latency  a_step + s            a_step = fabric.alpha if any pair crosses nodes, else
 //                                  o*local.alpha
-//   transfer max(o*x*b_local [if some pair is on one node], load*b_fabric)
+//   transfer max(o*x*b_local [if some pair is on one node], load*b_fabric,
+//                rankLoad*b_fabric/share)
 //            load = most bytes any node sends or receives over its one fabric link that step
-//            (a node whose ranks all have off-node peers carries L*x)
+//            (a node whose ranks all have off-node peers carries L*x); rankLoad = most bytes
+//            one rank sends or receives across nodes, through its own NICs only: share =
+//            TunerParams::fabricRankShare of the node's (a p5 rank's 4 of 32 NICs)
 //   reduce   o*x*g                 (ReduceScatter/AllReduce steps)
 //   unchunked steps (recursive doubling/halving, Bruck: whole blocks in one message) add
 //   o*max(0, x - chunk)*c: beyond a chunk the receive-side copy no longer overlaps the wire

@@ -76,6 +76,16 @@ struct TunerParams {
   /// (tuner.cc hierarchicalPaths). 0: no limit (a default-constructed TunerParams: sharc-plan's
   /// clusters until they carry it, and the NCCL backtest, whose algorithms have no such queue).
   int postedSends = 0;
+  /// Share of `fabric.gbps` (the node's fabric, all its NICs) that one rank can drive in each
+  /// direction: a rank stripes only over the NICs placed near it (topology/nic_mapping.hpp:
+  /// R NICs over L ranks, each gets floor(R/L) of them, or L/R ranks share one), so on a p5
+  /// (32 NICs, 8 GPUs) one rank reaches 4/32 of the node's 400 GB/s. A step's fabric time is
+  /// the longer of the node's load at fabric.gbps and the busiest rank's own load at this
+  /// share of it (egress and ingress). 1 (the default): any rank can use the whole link, as
+  /// on this host, where SHARC_NICS names every rank's NICs (tuner_host.cc), and for NCCL's
+  /// rings, which cross nodes on every GPU's NICs at once (one channel per GPU). Not a
+  /// SHARC_TUNER_FILE key.
+  double fabricRankShare = 1.0;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();

@@ -53,6 +53,12 @@ TunerParams TunerParams::fromConfig(const core::Config& config) {
   TunerParams p = defaults();
   p.fabric = hostFabric(config, &p.fabricSource);
   p.fabricHalfDuplex = config.provider != "efa";
+  // fabricRankShare stays 1: the NICs summed above (SHARC_NICS, else FI_TCP_IFACE) are the
+  // ones every rank of this node stripes over (communicator.cc takes SHARC_NICS for every
+  // rank), so one rank can drive all of that link, and the node's ranks share it (the
+  // emulated cluster: each node's 1-2 NICs, all its ranks on all of them). Where sharc places
+  // each rank on its own NICs instead (efa, no SHARC_NICS), hostFabric knows no NIC and the
+  // built-in link stands for the rank's.
   for (const auto& [key, value] : config.tuner) {
     if (key == "local.alpha_us")
       p.local.alphaUs = value;

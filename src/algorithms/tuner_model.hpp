@@ -72,6 +72,12 @@ class Model {
     o_ = std::max(1.0, static_cast<double>(maxLocal_) / std::max(1, cores));
     bl_ = p.local.usPerByte();
     bf_ = p.fabric.usPerByte();
+    // One rank's own NICs (TunerParams::fabricRankShare of the node's): what a message that
+    // crosses nodes moves at, at most, however idle the rest of the node's NICs are.
+    bfRank_ = bf_ / std::clamp(p.fabricRankShare, 1e-9, 1.0);
+    hierRankBlocks_ = nodes_ - 1;
+    if (bfRank_ > bf_ && map && maxLocal_ * nodes_ != n_)
+      hierRankBlocks_ = hierBlocksAcross(*shape.nodes);
     c_ = 1.0 / (p.copyGbps * 1e3);
     cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
@@ -97,8 +103,9 @@ class Model {
   // One message of x bytes on a local edge.
   double localWire(double x) const { return o_ * x * localPerByte(x); }
   // One message of x bytes on a crossing edge of the ring (r -> r+1): the NIC of the node
-  // with the most crossing edges carries that many at once; a 2-rank ring exchanges over
-  // one connection (half duplex: both directions in turn).
+  // with the most crossing edges carries that many at once, and the sender's own NICs (its
+  // share of the node's, fabricRankShare) carry its one; a 2-rank ring exchanges over one
+  // connection (half duplex: both directions in turn).
   double ringCrossWire(double x) const {
     std::vector<int> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
     int most = 0;
@@ -109,7 +116,7 @@ class Model {
     }
     double load = most * x;
     if (n_ == 2 && most > 0 && halfDuplex(x)) load = std::max(load, 2 * x);
-    return load * bf_;
+    return most > 0 ? std::max(load * bf_, x * bfRank_) : load * bf_;
   }
 
   // One chunk through the ring schedule's dependencies (all_gather.cc, reduce_scatter.cc),
@@ -163,6 +170,23 @@ class Model {
     return chain;
   }
 
+  // Blocks the busiest rank's own NICs carry in hierarchical's phase across nodes, on uneven
+  // nodes (hierarchical_pattern.hpp: on node i, rank q's proxy is local index local(q) mod
+  // L_i): local index 0 of the smallest node proxies ceil(L_j / L_i) ranks of each node j.
+  // Even nodes: N-1 (one block to or from each other node).
+  static int hierBlocksAcross(const NodeMap& map) {
+    std::vector<int> size(static_cast<size_t>(map.nodes()), 0);
+    for (int v : map.nodeOf) ++size[static_cast<size_t>(v)];
+    int most = map.nodes() - 1;
+    for (size_t i = 0; i < size.size(); ++i) {
+      int blocks = 0;
+      for (size_t j = 0; j < size.size(); ++j)
+        if (j != i && size[i] > 0) blocks += (size[j] + size[i] - 1) / size[i];
+      most = std::max(most, blocks);
+    }
+    return most;
+  }
+
   int n() const { return n_; }
   size_t chunk() const { return chunk_; }
   int nodes() const { return nodes_; }
@@ -173,6 +197,7 @@ class Model {
             bool fill = true) const {
     bool anyLocal = false, anyCross = false, exchange = false;
     std::vector<double> out(static_cast<size_t>(nodes_), 0), in(static_cast<size_t>(nodes_), 0);
+    std::vector<double> rankIn(static_cast<size_t>(n_), 0);  // what each rank's NICs take in
     for (int r = 0; r < n_; ++r) {
       const int q = peer(r);
       // r^d on a group that is not a power of two (a forced or folded recursive doubling):
@@ -185,6 +210,7 @@ class Model {
         exchange = exchange || peer(q) == r;
         out[node_[r]] += x;
         in[node_[q]] += x;
+        rankIn[q] += x;
       }
     }
     double load = 0;
@@ -192,20 +218,25 @@ class Model {
     // A pair that exchanges over one connection moves its two directions in turn where the
     // fabric is half duplex per connection (tcp): that connection carries 2x.
     if (exchange && halfDuplex(x)) load = std::max(load, 2 * x);
-    const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, load * bf_);
+    // The busiest rank's own NICs: one message out (x), and what it takes in.
+    const double rankLoad =
+        anyCross ? std::max(x, *std::max_element(rankIn.begin(), rankIn.end())) : 0.0;
+    const double cross = std::max(load * bf_, rankLoad * bfRank_);
+    const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, cross);
     k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
     // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
     k.transfer += wire + (chunked ? 0.0 : o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_);
     if (reduce) k.reduce += o_ * x * g_;
     if (chunked && fill)
-      pipeline(k, x, anyCross ? std::max(bf_ * load / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
+      pipeline(k, x, anyCross ? std::max(cross / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
                reduce);
     k.fabric = k.fabric || anyCross;
     ++k.steps;
   }
 
-  // Processor sharing on one NIC: the messages of `senders` (each x bytes, posted at their
-  // sender's t + s) share its rate equally; done[sender] = when each one's last byte is out.
+  // Processor sharing on one node's NICs: the messages of `senders` (each x bytes, posted at
+  // their sender's t + s) share its rate equally, each at most at its rank's own NICs' rate
+  // (fabricRankShare); done[sender] = when each one's last byte is out.
   void share(std::vector<int>& senders, const std::vector<double>& t, double x,
              std::vector<double>& done, double& free) const {
     if (senders.empty()) return;
@@ -224,10 +255,11 @@ class Model {
       const double k = static_cast<double>(active.size());
       double least = active[0].first;
       for (const auto& f : active) least = std::min(least, f.first);
-      const double ends = now + least * bf_ * k;
+      const double perByte = std::max(bf_ * k, bfRank_);  // us per byte of one message
+      const double ends = now + least * perByte;
       const double arrives = next < senders.size() ? start(senders[next]) : ends;
       const double until = std::min(ends, arrives);
-      const double moved = (until - now) / (bf_ * k);
+      const double moved = (until - now) / perByte;
       now = until;
       for (size_t i = 0; i < active.size();) {
         active[i].first -= moved;
@@ -240,6 +272,7 @@ class Model {
         }
       }
     }
+    // The node's NICs' own work (a rank held to its share leaves the rest of them free).
     free = std::max(free, start(senders[0])) + static_cast<double>(senders.size()) * x * bf_;
   }
 
@@ -266,6 +299,11 @@ class Model {
     // distances runs ahead of the messages that cross).
     std::vector<double> outFree(static_cast<size_t>(nodes_), 0),
         inFree(static_cast<size_t>(nodes_), 0);
+    // The same for each rank's own NICs where it drives only its share of the node's: a rank
+    // whose next step's message crosses again while its last one is still going (Bruck's
+    // ranks at a node boundary cross step after step) queues behind it on its NICs.
+    const bool rankNics = bfRank_ > bf_;
+    std::vector<double> rankOutFree(rankNics ? n : 0, 0), rankInFree(rankNics ? n : 0, 0);
     for (const LogStep& st : steps) {
       // Each node's NIC shares its rate equally among the messages on it (processor
       // sharing, the replay's fair share): a message that starts behind others on a NIC ends
@@ -285,7 +323,21 @@ class Model {
         share(egress[i], t, st.x, outDone, outFree[i]);
         share(ingress[i], t, st.x, inDone, inFree[i]);
       }
-      const double own = (exchange && halfDuplex(st.x) ? 2 : 1) * st.x * bf_;
+      if (rankNics) {
+        for (int r = 0; r < n_; ++r) {
+          const int q = st.to(r);
+          if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
+          const double start = t[static_cast<size_t>(r)] + p_.stepUs, own = st.x * bfRank_;
+          double& out = rankOutFree[static_cast<size_t>(r)];
+          double& in = rankInFree[static_cast<size_t>(q)];
+          out = std::max(out, start) + own;
+          in = std::max(in, start) + own;
+          outDone[static_cast<size_t>(r)] = std::max(outDone[static_cast<size_t>(r)], out);
+          inDone[static_cast<size_t>(r)] = std::max(inDone[static_cast<size_t>(r)], in);
+        }
+      }
+      const double own =
+          std::max((exchange && halfDuplex(st.x) ? 2 : 1) * st.x * bf_, st.x * bfRank_);
       const double copy = o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
       const double reduce = st.reduce ? o_ * st.x * g_ : 0.0;
       const double local = o_ * st.x * localPerByte(st.x);
@@ -369,7 +421,10 @@ class Model {
     const double C = std::max(1.0, std::ceil(m / static_cast<double>(chunk_)));
     const double chunk = std::min(m, static_cast<double>(chunk_));
     const double blChunk = localPerByte(chunk);
-    const double fabric = static_cast<double>(L) * (N - 1) * m * bf_;
+    // The node's NICs carry L*(N-1)*m each way; each rank's own NICs (N-1)*m (uneven nodes:
+    // a small node's ranks proxy for several ranks of the others, hierBlocksAcross).
+    const double fabric =
+        std::max(static_cast<double>(L) * (N - 1) * bf_, hierRankBlocks_ * bfRank_) * m;
     const double forwards = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
     const double local = o_ * static_cast<double>(L - 1) * N * m * blChunk;
     const double posts = C * (n_ - 1) * s, forwardPosts = C * (N - 1) * (L - 1) * s;
@@ -391,7 +446,7 @@ class Model {
     const double tail = o_ * chunk * g_;
     h.serial = al + L * s + forwards + after * fabric + af + tail;
     h.thread = posts + red + tail;
-    const double fill = C > 1 ? chunk * (L * bf_ + o_ * blChunk + o_ * g_) : 0.0;
+    const double fill = C > 1 ? chunk * (std::max(L * bf_, bfRank_) + o_ * blChunk + o_ * g_) : 0.0;
     const double overlapped = af + al + (N - 1) * L * s + std::max(fabric, local) + red +
                               (C - 1) * ((N - 1) + (L - 1) * N) * s + fill;
     h.total = std::max({h.serial, local + tail, h.thread, fabric + tail, overlapped});
@@ -450,30 +505,32 @@ class Model {
     // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
     // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
     const double forwarded = reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
-    k.transfer += std::max(fabricBytes * bf_ + forwarded / std::max(1.0, perBlock),
-                           o_ * localBytes * blChunk);
+    const double fabric = std::max(fabricBytes * bf_, hierRankBlocks_ * m * bfRank_);  // node, rank
+    k.transfer += std::max(fabric + forwarded / std::max(1.0, perBlock), o_ * localBytes * blChunk);
     if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
     k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
     if (perBlock > 1)
-      fill_ = std::max(
-          fill_, static_cast<double>(chunk_) * (L * bf_ + o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
+      fill_ =
+          std::max(fill_, static_cast<double>(chunk_) * (std::max(L * bf_, bfRank_) + o_ * blChunk +
+                                                         (reduce ? o_ * g_ : 0.0)));
     k.fabric = true;
     k.steps += 2;
   }
 
   // Direct: one step with a message to every peer at once.
   void direct(Cost& k, double x) const {
-    double load = 0;
+    double load = 0, rankLoad = 0;
     int localPeers = 0;
     for (int r = 0; r < n_; ++r) {
       int here = 0;
       for (int q = 0; q < n_; ++q) here += node_[q] == node_[r] ? 1 : 0;
       load = std::max(load, here * static_cast<double>(n_ - here) * x);
+      rankLoad = std::max(rankLoad, static_cast<double>(n_ - here) * x);  // its own NICs
       localPeers = std::max(localPeers, here - 1);
     }
     if (load > 0 && halfDuplex(x)) load = std::max(load, 2 * x);  // see step()
     k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
-    k.transfer += std::max(o_ * localPeers * x * localPerByte(x), load * bf_);
+    k.transfer += std::max({o_ * localPeers * x * localPerByte(x), load * bf_, rankLoad * bfRank_});
     pipeline(k, x, o_ * localPerByte(x), false);
     k.fabric = load > 0;
     ++k.steps;
@@ -481,9 +538,9 @@ class Model {
 
  private:
   const TunerParams& p_;
-  int n_ = 1, nodes_ = 1, maxLocal_ = 1;
+  int n_ = 1, nodes_ = 1, maxLocal_ = 1, hierRankBlocks_ = 0;
   size_t chunk_ = 1u << 20;
-  double o_ = 1, bl_ = 0, bf_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
+  double o_ = 1, bl_ = 0, bf_ = 0, bfRank_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
   std::vector<int> node_;
   mutable double fill_ = 0;
 };

@@ -31,6 +31,8 @@ Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryByt
   c.stepUs = p.stepUs;
   c.efficiency = 1.0;
   c.fabricHalfDuplex = p.fabricHalfDuplex;
+  c.dmaTransfers = p.dmaTransfers;
+  c.postedSends = p.postedSends;
   return c;
 }
 

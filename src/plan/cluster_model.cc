@@ -35,6 +35,12 @@ const char* collectiveName(Collective c) {
   }
 }
 
+double rankFabricShare(int rails, int ranksPerNode) {
+  const int R = std::max(1, rails), L = std::max(1, ranksPerNode);
+  if (R >= L) return static_cast<double>(R / L) / R;  // floor(R/L) NICs of R (nic_mapping.cc)
+  return 1.0 / R;                                     // one NIC, shared by about L/R ranks
+}
+
 algo::TunerParams tunerParams(const Cluster& c) {
   algo::TunerParams p;
   p.local = {c.localAlphaUs, c.localGBps * c.efficiency};
@@ -46,6 +52,10 @@ algo::TunerParams tunerParams(const Cluster& c) {
   p.localCacheGbps = p.local.gbps;
   p.switchUs = 0;
   p.fabricHalfDuplex = c.fabricHalfDuplex;
+  p.dmaTransfers = c.dmaTransfers;
+  p.postedSends = c.postedSends;
+  p.fabricRankShare = c.fabricRankShare > 0 ? std::min(1.0, c.fabricRankShare)
+                                            : rankFabricShare(c.rails, c.ranksPerNode);
   return p;
 }
 
@@ -84,25 +94,29 @@ double lowerBoundUs(const Cluster& cl, int nodes, Collective c, size_t bytes) {
   return times * s * (L - 1) / L / (cl.localGBps * 1e3) + cl.localAlphaUs;
 }
 
-Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int sharing,
-                        Collective c, size_t bytes, const std::string& algorithm) {
+Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int sharing, Collective c,
+                        size_t bytes, const std::string& algorithm) {
   if (nodes < 1 || ranksPerNode < 1 || sharing < 1)
-    throw Error(Result::InvalidArgument,
-                "plan: nodes (" + std::to_string(nodes) + "), ranks per node (" +
-                    std::to_string(ranksPerNode) + ") and groups sharing a node (" +
-                    std::to_string(sharing) + ") must be at least 1");
+    throw Error(Result::InvalidArgument, "plan: nodes (" + std::to_string(nodes) +
+                                             "), ranks per node (" + std::to_string(ranksPerNode) +
+                                             ") and groups sharing a node (" +
+                                             std::to_string(sharing) + ") must be at least 1");
   // The group's own view of the cluster: its ranks per node, its share of each node's NICs.
   Cluster group = cl;
   group.ranksPerNode = ranksPerNode;
   group.fabricGBps = cl.fabricGBps / sharing;
+  // A rank keeps its own NICs (placed for all of the node's ranks): of the group's 1/sharing
+  // of the node, it drives `sharing` times its share of the whole node.
+  const algo::TunerParams whole = tunerParams(cl);
+  group.fabricRankShare = std::min(1.0, whole.fabricRankShare * sharing);
   const algo::NodeMap map = nodeMap(nodes, ranksPerNode);
   algo::CallShape shape = callShape(c, bytes, map);
   if (!algorithm.empty()) {
-    shape.override = algo::AlgorithmOverride::parse(
-        (c == Collective::AllGather       ? "allgather:"
-         : c == Collective::ReduceScatter ? "reducescatter:"
-                                          : "allreduce:") +
-        algorithm);
+    shape.override =
+        algo::AlgorithmOverride::parse((c == Collective::AllGather       ? "allgather:"
+                                        : c == Collective::ReduceScatter ? "reducescatter:"
+                                                                         : "allreduce:") +
+                                       algorithm);
   }
   const algo::Plan p = algo::plan(shape, tunerParams(group), false);
   Prediction out;
@@ -122,9 +136,9 @@ Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int shar
 Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t bytes,
                              const std::string& algorithm) {
   if (cl.ranksPerNode < 1)
-    throw Error(Result::InvalidArgument, "plan: ranks per node (" +
-                                             std::to_string(cl.ranksPerNode) +
-                                             ") must be at least 1");
+    throw Error(
+        Result::InvalidArgument,
+        "plan: ranks per node (" + std::to_string(cl.ranksPerNode) + ") must be at least 1");
   return predictGroup(cl, nodes, cl.ranksPerNode, 1, c, bytes, algorithm);
 }
 
@@ -180,8 +194,7 @@ double interNodeBytesPerNode(const std::string& a, Collective c, double bytes, i
         [bytes](int) { return bytes; });
     if (!algo::isPowerOfTwo(n))
       t += stepBytes(
-          n, L, 1, [n](int, int r) { return algo::mod(r + 1, n); },
-          [bytes](int) { return bytes; });
+          n, L, 1, [n](int, int r) { return algo::mod(r + 1, n); }, [bytes](int) { return bytes; });
     return t;
   }
   if (a == "bruck") {

@@ -323,6 +323,10 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
   // kernel and overlaps the transfers (its time model has no reduction term).
   Cluster c = profile;
   c.efficiency = 1.0;
+  c.postedSends = 0;  // NCCL's algorithms do not queue behind sharc's window of posted sends
+  // NCCL's channels cross nodes on every GPU's NICs at once (aws-ofi-nccl: one 4-rail NIC
+  // per GPU, 8 channels), so its ring is not held to one rank's NICs as sharc's single ring is.
+  c.fabricRankShare = 1.0;
   c.localAlphaUs = c.fabricAlphaUs = c.stepUs = 0;
   c.reduceGBps = std::numeric_limits<double>::infinity();
   c.localGBps = efficiency * profile.localGBps;

@@ -150,7 +150,7 @@ struct Message {
 
 struct Flow {
   uint32_t msg;
-  int res[3];  // the links it crosses
+  int res[5];  // the links it crosses
   int links;
   double remaining, rate;
 };
@@ -160,10 +160,16 @@ class Replay {
   Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops)
       : p_(p), map_(map), ops_(std::move(ops)), n_(map.size()), nodes_(map.nodes()) {
     ranks_.resize(static_cast<size_t>(n_));
-    const size_t res = 2 * static_cast<size_t>(nodes_ + n_);
+    // Links: each node's NICs out and in; each rank's local link out and in; where a rank
+    // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
+    // rank's own NICs out and in at that share.
+    rankNics_ = p.fabricRankShare < 1;
+    const size_t res = 2 * static_cast<size_t>(nodes_ + n_) + (rankNics_ ? 2 * n_ : 0);
     capacity_.assign(res, p.fabric.gbps * 1e3);  // bytes per us
-    for (size_t i = 2 * static_cast<size_t>(nodes_); i < res; ++i)
+    for (size_t i = 2 * static_cast<size_t>(nodes_); i < 2 * static_cast<size_t>(nodes_ + n_); ++i)
       capacity_[i] = p.local.gbps * 1e3;
+    for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
+      capacity_[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
   }
 
   SimResult run() {
@@ -352,10 +358,14 @@ class Replay {
       flowDone(id, now);
       return;
     }
-    Flow f{id, {0, 0, 0}, 2, m.bytes, 0};
+    Flow f{id, {0, 0, 0, 0, 0}, 2, m.bytes, 0};
     if (crosses(m)) {
       f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
       f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
+      if (rankNics_) {  // the sender's own NICs out, the receiver's in
+        f.res[f.links++] = 2 * (nodes_ + n_) + m.src;
+        f.res[f.links++] = 2 * (nodes_ + n_) + n_ + m.dst;
+      }
       // Half duplex: one connection per pair carries both directions in turn, for messages
       // past the eager size (the tuner's rule, tuner.cc kEagerBytes).
       if (p_.fabricHalfDuplex && m.bytes > kEagerBytes) {
@@ -472,7 +482,7 @@ class Replay {
   std::vector<uint8_t> postedOrDone_;  // per operation: a receive posted (or matched)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
-  bool inAdvance_ = false, dirty_ = false;
+  bool inAdvance_ = false, dirty_ = false, rankNics_ = false;
   std::vector<Message> messages_;
   std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages

@@ -13,12 +13,14 @@
 
 namespace sharc::plan::simcheck {
 
-/// A p5-like node: 8 ranks, NVLink 450 GB/s, 400 GB/s of fabric per node, 20 us per fabric
+/// A p5-like node: 8 ranks, NVLink 450 GB/s, 400 GB/s of fabric per node over 32 NICs (each
+/// rank on its 4: 50 GB/s of its own, TunerParams::fabricRankShare), 20 us per fabric
 /// message; copy and reduce at H100 HBM rates (3.35 TB/s over 2 and 3 passes).
 inline Cluster p5Like() {
   Cluster c;
   c.name = "p5-like";
   c.ranksPerNode = 8;
+  c.rails = 32;
   c.localAlphaUs = 1.9;
   c.localGBps = 450;
   c.fabricAlphaUs = 20;

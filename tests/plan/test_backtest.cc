@@ -391,12 +391,16 @@ TEST(Backtest, ModelsNcclsChoices) {
 }
 
 // AllGather and ReduceScatter on p5: the two-level algorithm sends each node's share across
-// the fabric once; the ring sends (n-1)/n of it through one NIC pair per node but pays a
-// fabric latency per node crossed: from 64 nodes on, hierarchical is faster up to 256 MiB
-// (ReduceScatter at every size). Large AllGathers go the other way: the forwards of every
-// block's last chunk follow the fabric phase, so at 4 GiB the ring is ahead by up to 10 %.
+// the fabric once, from all 8 ranks at once; sharc's single ring crosses each node on one
+// rank, which stripes over its own 4 of the node's 32 NICs only (nic_mapping.hpp; the model's
+// TunerParams::fabricRankShare), so its (n-1)/n of the data goes through 1/8 of the node's
+// fabric, and it pays a fabric latency per node crossed. So hierarchical is faster at every
+// size on 64 and 1,024 nodes, by 3.8-5.3x. (Before the per-rank cap the model let one rank
+// drive all 32 NICs, and the ring came out ahead at 1-4 GiB: 0.6x on 64 nodes.) Reference:
+// the ring can be no faster than (n-1)/n of the data through one rank's NICs.
 TEST(Backtest, HierarchicalBeatsTheRingAtScale) {
   const Cluster p5 = builtinCluster("p5.48xlarge");
+  const double rankGBps = p5.fabricGBps * p5.efficiency * 4 / 32;
   for (Collective c : {Collective::AllGather, Collective::ReduceScatter}) {
     const auto t = hierarchicalVsRing(p5, c, {64, 1024}, {16 * kMiB, 4096 * kMiB});
     ASSERT_FALSE(t.empty());
@@ -405,10 +409,9 @@ TEST(Backtest, HierarchicalBeatsTheRingAtScale) {
       EXPECT_GT(h.hierarchicalUs, 0);
       const std::string what = std::string(collectiveName(c)) + " " + std::to_string(h.nodes) +
                                " nodes " + std::to_string(h.bytes / kMiB) + " MiB";
-      if (h.bytes <= 256 * kMiB || c == Collective::ReduceScatter)
-        EXPECT_GT(h.speedup(), 1.0) << what;
-      else
-        EXPECT_GT(h.speedup(), 0.88) << what;
+      const double n = 8.0 * h.nodes;
+      EXPECT_GE(h.ringUs, (n - 1) / n * static_cast<double>(h.bytes) / (rankGBps * 1e3)) << what;
+      EXPECT_GT(h.speedup(), 3.0) << what;
     }
   }
 }

@@ -97,12 +97,19 @@ TEST(PlanCollective, ForcedAlgorithmsNeverBeatTheChoice) {
 }
 
 // Groups sharing a node's NICs: the same as a cluster whose nodes have 1/sharing of the
-// fabric, and slower than one group alone.
+// fabric. On nodes whose ranks each have NICs of their own (32 rails over 8 ranks: 4 each,
+// rankFabricShare), one group of a rank per node alone is no faster: its rank still drives
+// only its own 4 NICs. Where every rank stripes over the node's one NIC (rails = 1), the
+// group alone has all of it, and 8 groups sharing it are much slower.
 TEST(PlanCollective, GroupsSharingANodeSplitItsFabric) {
   const Cluster cl = testCluster();
   Cluster slice = cl;
   slice.ranksPerNode = 1;
   slice.fabricGBps = cl.fabricGBps / 8;
+  Cluster oneNic = cl;
+  oneNic.rails = 1;
+  EXPECT_DOUBLE_EQ(rankFabricShare(cl.rails, cl.ranksPerNode), 4.0 / 32);
+  EXPECT_DOUBLE_EQ(rankFabricShare(oneNic.rails, oneNic.ranksPerNode), 1.0);
   for (Collective c : kAll)
     for (int nodes : {2, 16, 128}) {
       const size_t b = size_t{256} << 20;
@@ -111,7 +118,10 @@ TEST(PlanCollective, GroupsSharingANodeSplitItsFabric) {
       EXPECT_EQ(shared.predictedUs, sliced.predictedUs);
       EXPECT_EQ(shared.algorithm, sliced.algorithm);
       EXPECT_EQ(shared.boundUs, sliced.boundUs);
-      EXPECT_GT(shared.predictedUs, predictGroup(cl, nodes, 1, 1, c, b).predictedUs * 4);
+      const double alone = predictGroup(cl, nodes, 1, 1, c, b).predictedUs;
+      EXPECT_NEAR(alone, shared.predictedUs, 1e-9 * alone);
+      EXPECT_GT(predictGroup(oneNic, nodes, 1, 8, c, b).predictedUs,
+                predictGroup(oneNic, nodes, 1, 1, c, b).predictedUs * 4);
     }
   EXPECT_THROW(predictGroup(cl, 2, 1, 0, Collective::AllGather, 1024), Error);
   EXPECT_THROW(predictCollective(cl, 0, Collective::AllGather, 1024), Error);

@@ -121,6 +121,34 @@ TEST(Tuner, InterleavedRanksLoadTheFabricMore) {
   EXPECT_GT(b, a * 1.5);
 }
 
+// A rank stripes only over its own NICs (fabricRankShare: a p5 rank's 4 of the node's 32): a
+// ring crosses each node on one rank, so its wire is that rank's link, while the two-level
+// algorithm sends from all 8 ranks at once and still fills the node's NICs.
+TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
+  const NodeMap nodes = layout({8, 8, 8, 8});
+  TunerParams p;
+  p.local = {1.9, 450};
+  p.fabric = {20, 400};
+  p.copyGbps = 1675;
+  p.reduceGbps = 1117;
+  p.stepUs = 0.5;
+  p.cores = 8;
+  p.dmaTransfers = true;
+  p.postedSends = 32;
+  TunerParams capped = p;
+  capped.fabricRankShare = 4.0 / 32;
+  const size_t total = 1024 * M;
+  const CallShape s = shape(CollKind::AllGather, total, 32, kNet, &nodes);
+  const double ring = predictUs(s, Algorithm::Ring, M, p);
+  const double ringCapped = predictUs(s, Algorithm::Ring, M, capped);
+  // (n-1)/n of the data through one rank's 50 GB/s at least.
+  EXPECT_GE(ringCapped, 31.0 / 32 * static_cast<double>(total) / (50 * 1e3));
+  EXPECT_GT(ringCapped, 4 * ring);
+  EXPECT_DOUBLE_EQ(predictUs(s, Algorithm::Hierarchical, M, capped),
+                   predictUs(s, Algorithm::Hierarchical, M, p));
+  EXPECT_EQ(plan(s, capped, false).algorithm, Algorithm::Hierarchical);
+}
+
 TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
   CallShape s = shape(CollKind::AllGather, 64 * M, 4, kCma);
   s.override = AlgorithmOverride::parse("ring");
