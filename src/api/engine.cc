@@ -71,13 +71,14 @@ bool Engine::progressLocked() {
       }
       r.comm->recorder.finish(r.traceId, false, r.message);
       // A local failure (dead peer, mismatch, timeout) is announced to the other ranks so
-      // they fail now instead of at their own timeout.
-      if (r.code != Result::RemoteError && !r.comm->aborted) r.comm->abort(r.message, r.code);
+      // they fail now instead of at their own timeout. RemoteError is a notice only on an
+      // aborted communicator; from the transport (a peer process that exited under this
+      // rank's receive) it is this rank's own finding, announced and dumped as a failure.
+      const bool notice = r.code == Result::RemoteError && r.comm->aborted;
+      if (!r.comm->aborted) r.comm->abort(r.message, r.code);
       if (!r.comm->dumped) {
         r.comm->dumped = true;
-        requestDump(r.code == Result::Timeout       ? "timeout"
-                    : r.code == Result::RemoteError ? "peer-failure"
-                                                    : "failure",
+        requestDump(r.code == Result::Timeout ? "timeout" : notice ? "peer-failure" : "failure",
                     r.message);
       }
       r.drainUntil = Clock::now() + kCancelDrain;
