@@ -154,6 +154,11 @@ TEST(PlanCollective, FastAtAThousandNodes) {
   for (size_t b = 1u << 20; b <= (size_t{16} << 30); b *= 2)
     predictCollective(cl, 1024, Collective::AllGather, b);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+#if defined(__SANITIZE_ADDRESS__)
+  // Instrumented, the same predictions took 1.5 s alone and 20 s beside other tests (CI):
+  // only an uninstrumented build says how fast the planner is.
+  GTEST_SKIP() << "speed not checked under AddressSanitizer (" << s << " s)";
+#endif
   EXPECT_LT(s, 5.0) << "15 predictions at 8,192 ranks took " << s << " s";
 }
 
