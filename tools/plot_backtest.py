@@ -55,6 +55,29 @@ def size_name(b):
     return f"{b >> 30} GiB" if b >= 2**30 else f"{b >> 20} MiB"
 
 
+def grid(title, rows, cell):
+    """A markdown table under its title: one line per node count, one column per size, each
+    cell cell(row) of the row at that (nodes, bytes)."""
+    sizes = sorted({r["bytes"] for r in rows})
+    out = ["", title, "", "| nodes | " + " | ".join(size_name(b) for b in sizes) + " |",
+           "|---|" + "---|" * len(sizes)]
+    for n in sorted({r["nodes"] for r in rows}):
+        cells = {r["bytes"]: r for r in rows if r["nodes"] == n}
+        out.append(f"| {n} | " + " | ".join(cell(cells[b]) for b in sizes) + " |")
+    return out
+
+
+def curve_cell(c):
+    bad = " ✗" if abs(c["error"]) > c["bound"] else ""
+    return (f"{c['published_gbps']:.0f} / {c['predicted_gbps']:.0f} "
+            f"({100 * c['error']:+.0f} %{bad})")
+
+
+def hierarchical_cell(c):
+    return (f"{c['nccl_us'] / c['hierarchical_us']:.2f}× ({c['nccl']}: "
+            f"{c['nccl_busbw']:.0f} vs {c['hierarchical_busbw']:.0f})")
+
+
 def tables(doc):
     """The markdown tables of docs/planning.md's backtest section, from the same JSON."""
     out = ["| instance | nodes | size | NCCL runs | latency us (NCCL's formula) | cap GB/s "
@@ -68,36 +91,16 @@ def tables(doc):
                    f"{100 * r['error']:+.1f} %{bad} | {100 * r['bound']:.0f} % |")
     for key, name in (("curve", "AllReduce"), ("allgather_curve", "AllGather")):
         rows = doc.get(key, [])
-        if not rows:
-            continue
-        sizes = sorted({r["bytes"] for r in rows})
-        out += ["", f"{name}: published / predicted GB/s (error)", "",
-                "| nodes | " + " | ".join(size_name(b) for b in sizes) + " |",
-                "|---|" + "---|" * len(sizes)]
-        for n in sorted({r["nodes"] for r in rows}):
-            cells = {r["bytes"]: r for r in rows if r["nodes"] == n}
-            out.append(f"| {n} | " + " | ".join(
-                f"{c['published_gbps']:.0f} / {c['predicted_gbps']:.0f} ({100 * c['error']:+.0f} %"
-                + (" ✗)" if abs(c["error"]) > c["bound"] else ")") for c in
-                (cells[b] for b in sizes)) + " |")
-        within = sum(abs(r["error"]) <= r["bound"] for r in rows)
-        out.append(f"\n{within} of {len(rows)} within their bound.")
+        if rows:
+            out += grid(f"{name}: published / predicted GB/s (error)", rows, curve_cell)
+            within = sum(abs(r["error"]) <= r["bound"] for r in rows)
+            out.append(f"\n{within} of {len(rows)} within their bound.")
     hv = doc.get("hierarchical_vs_nccl", [])
     for coll in ("all_reduce", "all_gather", "reduce_scatter"):
         rows = [r for r in hv if r["collective"] == coll]
-        if not rows:
-            continue
-        sizes = sorted({r["bytes"] for r in rows})
-        out += ["", f"{coll}: NCCL time / hierarchical time (NCCL's algorithm: model busbw vs "
-                "hierarchical busbw, GB/s)", "",
-                "| nodes | " + " | ".join(size_name(b) for b in sizes) + " |",
-                "|---|" + "---|" * len(sizes)]
-        for n in sorted({r["nodes"] for r in rows}):
-            cells = {r["bytes"]: r for r in rows if r["nodes"] == n}
-            out.append(f"| {n} | " + " | ".join(
-                f"{c['nccl_us'] / c['hierarchical_us']:.2f}× ({c['nccl']}: "
-                f"{c['nccl_busbw']:.0f} vs {c['hierarchical_busbw']:.0f})"
-                for c in (cells[b] for b in sizes)) + " |")
+        if rows:
+            out += grid(f"{coll}: NCCL time / hierarchical time (NCCL's algorithm: model busbw vs "
+                        "hierarchical busbw, GB/s)", rows, hierarchical_cell)
     return "\n".join(out) + "\n"
 
 
@@ -116,7 +119,11 @@ def main(argv):
     except json.JSONDecodeError as e:
         sys.stderr.write(f"plot_backtest.py: {argv[1]} is not the JSON of test_backtest --json: {e}\n")
         return 2
-    rows = [r for r in doc.get("rows", []) if r.get("instance") == "p5.48xlarge"]
+
+    def p5(key):  # the p5.48xlarge rows of one of the JSON's lists
+        return [r for r in doc.get(key, []) if r.get("instance") == "p5.48xlarge"]
+
+    rows = p5("rows")
     if not rows:
         sys.stderr.write("plot_backtest.py: no p5.48xlarge rows in the input (expected "
                          "{\"rows\": [{\"instance\": \"p5.48xlarge\", ...}]})\n")
@@ -131,9 +138,8 @@ def main(argv):
         return 77
 
     eff = doc.get("efficiency", {}).get("p5.48xlarge")
-    curve = [r for r in doc.get("curve", []) if r.get("instance") == "p5.48xlarge"]
-    gather = [r for r in doc.get("allgather_curve", []) if r.get("instance") == "p5.48xlarge"]
-    panels = [("AllReduce", curve + rows, {(r["nodes"], r["bytes"]) for r in rows})]
+    gather = p5("allgather_curve")
+    panels = [("AllReduce", p5("curve") + rows, {(r["nodes"], r["bytes"]) for r in rows})]
     if gather:
         panels.append(("AllGather", gather, set()))
     fig, axes = plt.subplots(1, len(panels), figsize=(9 * len(panels), 5.5), squeeze=False)

@@ -50,8 +50,16 @@ constexpr double kTreeCorrectionSimple[23] = {.9, .9, .9, .9, .9, .9, .9, .8, .7
                                               .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9};
 // Channels: aws-ofi-nccl presents p5's 32 EFA devices to NCCL as 8 four-rail NICs, one per GPU
 // (src/tuner/nccl_ofi_model.cpp, P5 platform: num_rails = 4), and its model of NCCL on p5
-// counts 8 channels (include/nccl_ofi_param.h, TUNER_NUM_CHANNELS default 8).
+// counts 8 channels (include/nccl_ofi_param.h, TUNER_NUM_CHANNELS default 8): the ring graph's
+// channels, which NCCL's caps count (tuning.cc: graphs[a]->nChannels x perChMax...).
 constexpr int kChannels = 8;
+// The channels a collective runs on are comm->nChannels, more than the graph's: ncclTopoPostset
+// doubles them ("nChannels*2", src/graph/connect.cc) and raises them to the NVLS channels where
+// NVLS is on (connect.cc "Support maximal channel usage"; 16 on Hopper, src/transport/nvls.cc
+// NVLS_NCHANNELS_SM90); enqueue.cc spreads a ring's bytes over all of them (topoGetAlgoInfo:
+// nc = comm->nChannels, cut only below nc x 640 threads x 8 B for LL128). p5 (NVLS on, 8 graph
+// channels): 16. p4d/p4de: no public count; their rings are bandwidth-bound at these sizes.
+constexpr int kHopperRingChannels = 16;
 
 // Per instance type: what NCCL sees there.
 struct NcclPlatform {
@@ -367,9 +375,10 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
     // waits for its data only when the chunk before it took less time to send than the
     // latencies around the ring (ringReplay). The latency left is what the replay takes beyond
     // the network link's busy time, plus NCCL's base latency, once.
-    // p4d/p4de: 8 channels too (no public count); their 2 MiB chunks at 4-6 GB/s a channel
-    // take far longer than a step's latency, so the count hardly matters.
-    const int ch = kChannels;
+    // p5: 16 channels (kHopperRingChannels) at 1/16 of the capped rate each. p4d/p4de: 8 (no
+    // public count); their 2 MiB chunks at 4-6 GB/s a channel take far longer than a step's
+    // latency, so the count hardly matters.
+    const int ch = pf.hopper ? kHopperRingChannels : kChannels;
     const ProtoConstants k = constantsOf("Ring", simple);
     RingPipe rp;
     rp.nodes = nodes;

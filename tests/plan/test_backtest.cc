@@ -121,9 +121,9 @@ struct Gap {
   int sign;  // +1: the model predicts too fast, -1: too slow
 };
 constexpr Gap kP5Gaps[] = {
-    // Ring LL128 in one loop of 512 KiB chunks (128 MiB / (8 channels x 32 ranks)): sending a
-    // chunk (14.3 us at 36.7 GB/s) takes just longer than a step's mean latency around the
-    // ring (13.4 us), so the replay hides every latency; the measured ring does not.
+    // Ring LL128 in one loop of 256 KiB chunks (128 MiB / (16 channels x 32 ranks)): sending a
+    // chunk (14.3 us at 293.6 / 16 GB/s) takes just longer than a step's mean latency around
+    // the ring (13.4 us), so the replay hides every latency; the measured ring does not.
     {4, 128, +1},
 };
 
@@ -158,7 +158,7 @@ TEST(Backtest, WithinBoundsExceptTheDocumentedGaps) {
 // backtest's points only): every point within its bound except these (docs/planning.md,
 // "Backtest").
 constexpr Gap kCurveGaps[] = {
-    // Ring LL128 in one loop of 512 KiB chunks (bytes / (8 x n) = 512 KiB): the balance point
+    // Ring LL128 in one loop of 256 KiB chunks (bytes / (16 x n) = 256 KiB): the balance point
     // of chunk time and step latency (kP5Gaps); the same in the AllGather curve.
     {4, 128, +1},
     {8, 256, +1},
@@ -174,7 +174,7 @@ constexpr Gap kCurveGaps[] = {
 
 // The AllGather curve, out of sample: NCCL's ring with NCCL's own protocol choice.
 constexpr Gap kAllGatherGaps[] = {
-    // Ring LL128 in one loop of 512 KiB chunks (the AllReduce gaps' balance point).
+    // Ring LL128 in one loop of 256 KiB chunks (the AllReduce gaps' balance point).
     {8, 256, +1},
     {16, 512, +1},
     {32, 1024, +1},
@@ -301,7 +301,8 @@ TEST(Backtest, RingReplay) {
   EXPECT_LT(r.replayUs - r.bandwidthUs, 2 * 79);
   EXPECT_GT(r.replayUs - r.bandwidthUs, 79);  // the last chunk still crosses a network hop
   // A last loop of small chunks (NCCL spreads the remainder over the ranks) is latency-bound
-  // again: 1 GiB on 4 nodes leaves 0.28 of a loop, whose 62 steps wait on the latencies.
+  // again: a channel's 128 MiB on 4 nodes leaves 0.28 of a loop, whose 62 steps wait on the
+  // latencies.
   big.channelBytes = 1024.0 * kMiB / 8;
   const RingReplay rest = ringReplay(big);
   EXPECT_EQ(rest.loops, 8);
@@ -319,10 +320,14 @@ TEST(Backtest, NcclTermsFromNcclsConstants) {
   // Ring LL128, 4 nodes: 14 + (62 - 6) max(1.9, 2.0) + 6 (4.0 + 75).
   const NcclTerms ring = ncclTerms("p5.48xlarge", 4, 1024 * kMiB, e);
   EXPECT_NEAR(ring.formulaUs, 14 + 56 * 2.0 + 6 * 79.0, 1e-9);
-  // ... of which the ring's pipeline leaves less: base 14 + what the replay takes beyond the
-  // link's busy time (8 channels, 576,000 B chunks, NCCL's step latencies).
+  // ... of which the ring's pipeline leaves base 14 + what the replay takes beyond the link's
+  // busy time. NCCL runs it on 16 channels (comm->nChannels: the graph's 8 doubled), so a
+  // channel's 64 MiB is 3 loops of 576,000 B chunks and a last one of 368,640 B chunks, each
+  // slower to send (31 and 20 us at 293.6 / 16 GB/s) than the ring's latencies average a step
+  // ((chunk time + 79 + 7 x 2) / 8): one network step is left, the last chunk's. (On 8
+  // channels the last loop's 163,840 B chunks would wait on all 62 steps: ~570 us.)
   EXPECT_LT(ring.latencyUs, ring.formulaUs);
-  EXPECT_GT(ring.latencyUs, 14 + 79);
+  EXPECT_NEAR(ring.latencyUs, 14 + 79, 1.0);
   // Ring Simple, 8 nodes: (8.4 + (126 - 14) max(3.4, 6.0) + 14 (14 + 150)) x 1.4.
   EXPECT_NEAR(ncclTerms("p5.48xlarge", 8, 8192 * kMiB, e).formulaUs,
               (8.4 + 112 * 6.0 + 14 * 164.0) * 1.4, 1e-9);
