@@ -12,13 +12,14 @@
 #                   and the veths hand the shaper segments of at most 16 KiB (gso_max_size):
 #                   a NIC segments at line rate, but a shaper that sees 64 KiB super-packets
 #                   lets them through in bursts of twice its bucket.
-#   --shaper KIND   htb (default): a hierarchical token bucket whose pure TCP ACKs (IPv4
-#                   packets under 128 bytes) go in a class ahead of the data, as the flow
-#                   queues of a host's default qdisc (fq_codel) and a NIC's own queues let
-#                   them; tbf: one token bucket and one FIFO, the old emulation, where a
-#                   node's ACKs wait behind its own data (up to --queue) and the other
-#                   direction's TCP senders stall (256 KiB-2 MiB ring calls at 200 Mbit/s
-#                   took 1.2-1.4x the line rate's time; htb: 0.97-1.03x)
+#   --shaper KIND   htb (default): a hierarchical token bucket whose small TCP packets (IPv4,
+#                   under 512 bytes: ACKs and the transport's control messages, e.g. rxm's
+#                   rendezvous requests) go in a class ahead of the data, as the flow queues
+#                   of a host's default qdisc (fq_codel) would not hold them behind another
+#                   connection's bulk data; tbf: one token bucket and one FIFO, the old
+#                   emulation, where a node's ACKs and requests wait behind its own data (up
+#                   to --queue) and the other side stalls (256 KiB-2 MiB ring calls at
+#                   200 Mbit/s took 1.2-1.4x the line rate's time; htb: 0.97-1.03x)
 #   --burst SIZE    the token bucket's burst (tc size, e.g. 32kb)
 #   --queue TIME    tbf only: the most a packet waits in the bucket's queue (default 100ms)
 #   --delay TIME    one-way delay added on every node's link (e.g. 100us)
@@ -128,7 +129,7 @@ shape() {
     "${tc[@]}" qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency "$queue"
     return
   fi
-  # 1:10 pure ACKs (a tenth of the rate guaranteed, all of it when idle), 1:20 the rest;
+  # 1:10 small packets (a tenth of the rate guaranteed, all of it when idle), 1:20 the rest;
   # r2q keeps HTB's quantum near one bucket at these rates.
   local acks
   acks=$(awk -v m="$nic_mbits" 'BEGIN{printf "%dkbit", m * 100 + 1}')
@@ -139,9 +140,9 @@ shape() {
     burst "$burst" cburst "$burst" prio 0
   "${tc[@]}" class add dev "$dev" parent 1:1 classid 1:20 htb rate "$rate" ceil "$rate" \
     burst "$burst" cburst "$burst" prio 1
-  # TCP (protocol 6), a 20-byte IP header, total length below 128 bytes.
+  # TCP (protocol 6), a 20-byte IP header, total length below 512 bytes.
   "${tc[@]}" filter add dev "$dev" parent 1: protocol ip prio 1 u32 match ip protocol 6 0xff \
-    match u8 0x05 0x0f at 0 match u16 0x0000 0xff80 at 2 flowid 1:10
+    match u8 0x05 0x0f at 0 match u16 0x0000 0xfe00 at 2 flowid 1:10
 }
 
 if ! ip netns add "$switch" 2>/dev/null; then
