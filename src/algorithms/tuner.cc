@@ -3,7 +3,8 @@
 // a = alpha, b = beta (us/byte) of the link class a transfer uses, c = 1/copy.gbps,
 // g = 1/reduce.gbps, s = step_us, o = max(1, L / cores) (ranks sharing a core serialise
 // their local copies, reductions and wake-ups). The machinery (Cost, Model) is in
-// tuner_model.hpp; the schedule replay (src/plan/schedule_sim.hpp) checks these forms.
+// tuner_model.hpp, the hierarchical schedules' cost in tuner_hier_cost.hpp (their geometry in
+// tuner_hier.hpp); the schedule replay (src/plan/schedule_sim.hpp) checks these forms.
 //
 // One step in which every rank r sends `x` bytes to peer(r) costs
 //   latency  a_step + s            a_step = fabric.alpha if any pair crosses nodes, else
@@ -44,7 +45,9 @@
 //                 DirectRead         2*(o*a + (n-1)*s) + o*(n-1)*m*(c + g)
 //                 Hierarchical       the same transfers in reverse, plus o*(n-1)*m*g
 //   AllReduce     Ring               ReduceScatter ring + AllGather ring on V/n blocks
-//                 RecursiveDoubling  ceil(log2 n) steps of V bytes, reducing V (unchunked)
+//                 RecursiveDoubling  log2 p steps of V bytes among p = floorPow2(n) ranks,
+//                                    reducing V (unchunked); the other n-p fold into r-p
+//                                    first and get the result back last
 //                 DirectRead         4*(o*a + (n-1)*s) + o*(n-1)*m*(2c + g)
 //                 Hierarchical       its ReduceScatter then its AllGather on V/n blocks,
 //                                    pipelined chunk by chunk where the bytes move by DMA
@@ -79,6 +82,7 @@
 #include "core/config.hpp"
 #include "hierarchical_pattern.hpp"
 #include "patterns.hpp"
+#include "tuner_hier_cost.hpp"
 #include "tuner_model.hpp"
 
 namespace sharc::algo {
@@ -248,13 +252,18 @@ void allReduce(const Model& md, Cost& k, Algorithm a, double v) {
   switch (a) {
     case Algorithm::RecursiveDoubling: {
       std::vector<Model::LogStep> steps;
-      for (int d = 1; d < n; d <<= 1) {
-        const auto partner = [d, n](int r) { return (r ^ d) < n ? (r ^ d) : r; };
-        steps.push_back({partner, partner, v, true});
+      // all_reduce.cc: on n = p + e ranks (p a power of two), ranks p.. first hand their
+      // vector to r - p, the p ranks run recursive doubling, and ranks 0..e-1 send the
+      // result back.
+      const int p = floorPowerOfTwo(n), e = n - p;
+      const auto down = [p](int r) { return r >= p ? r - p : r; };
+      const auto up = [e, p](int r) { return r < e ? r + p : r; };
+      if (e > 0) steps.push_back({down, up, v, true, true});
+      for (int d = 1; d < p; d <<= 1) {
+        const auto partner = [d, p](int r) { return r < p ? r ^ d : r; };
+        steps.push_back({partner, partner, v, true, true});
       }
-      if (!isPowerOfTwo(n))
-        steps.push_back(
-            {[n](int r) { return mod(r + 1, n); }, [n](int r) { return mod(r - 1, n); }, v, false});
+      if (e > 0) steps.push_back({up, down, v, false, true});
       md.logSteps(k, steps);
       return;
     }

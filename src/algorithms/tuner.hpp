@@ -62,19 +62,21 @@ struct TunerParams {
   /// direct_read ReduceScatter moved ~1.1 GB/s where memcpy runs at 8).
   double cmaGbps = 0;
   /// The transport moves the bytes by DMA (NICs, NVLink), off the ranks' progress threads:
-  /// a pipelined ring's reductions and posts then overlap its transfers chunk by chunk, and
-  /// the hierarchical schedules take the forms the schedule replay (src/plan/schedule_sim.hpp,
-  /// which plays such a transport) checks. 0 (defaults(), and every TunerParams unless set):
-  /// the copies run on the ranks' own cores (tcp's socket copies, shared-memory FIFOs), as the
-  /// reductions do, so they add up: on the 2-core host the additive model picks the measured
-  /// winners (4 ranks, one host, 1-16 MiB AllGather: direct, tests/unit/test_tuner.cc), the
-  /// overlapped one the ring. Not a SHARC_TUNER_FILE key.
+  /// a pipelined ring's reductions and posts then overlap its transfers chunk by chunk, a
+  /// whole-block message (recursive doubling, Bruck) lands in place without a receive copy,
+  /// and the hierarchical schedules take the forms the schedule replay
+  /// (src/plan/schedule_sim.hpp, which plays such a transport) checks. 0 (defaults(), and every
+  /// TunerParams unless set): the copies run on the ranks' own cores (tcp's socket copies,
+  /// shared-memory FIFOs), as the reductions do, so they add up: on the 2-core host the additive
+  /// model picks the measured winners (4 ranks, one host, 1-16 MiB AllGather: direct,
+  /// tests/unit/test_tuner.cc), the overlapped one the ring. Not a SHARC_TUNER_FILE key.
   bool dmaTransfers = false;
   /// Sends a rank keeps posted at once, the rest queued in the order they became ready: the
-  /// engine's 32 (schedule.cc kMaxPostedSends). The hierarchical schedules' forwards queue
-  /// behind a rank's own sends, which is what limits them at large sizes with dmaTransfers
-  /// (tuner.cc hierarchicalPaths). 0: no limit (a default-constructed TunerParams: sharc-plan's
-  /// clusters until they carry it, and the NCCL backtest, whose algorithms have no such queue).
+  /// engine's 32 (schedule.cc kMaxPostedSends). The hierarchical schedules' forwards and
+  /// partials queue behind a rank's own sends, which is what limits them at large sizes with
+  /// dmaTransfers (tuner_hier_cost.hpp). 0: no limit (a default-constructed TunerParams:
+  /// sharc-plan's clusters until they carry it, and the NCCL backtest, whose algorithms have
+  /// no such queue).
   int postedSends = 0;
   /// Share of `fabric.gbps` (the node's fabric, all its NICs) that one rank can drive in each
   /// direction: a rank stripes only over the NICs placed near it (topology/nic_mapping.hpp:

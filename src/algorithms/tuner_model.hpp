@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tuner.hpp"
+#include "tuner_hier.hpp"
 
 namespace sharc::algo::model {
 
@@ -75,9 +76,13 @@ class Model {
     // One rank's own NICs (TunerParams::fabricRankShare of the node's): what a message that
     // crosses nodes moves at, at most, however idle the rest of the node's NICs are.
     bfRank_ = bf_ / std::clamp(p.fabricRankShare, 1e-9, 1.0);
+    // Hierarchical's ranks by what they carry (even nodes: one class, N-1 blocks each); only
+    // where two levels apply (the tuner runs on every call).
+    hier_ = map && nodes_ > 1 && maxLocal_ > 1 ? hierClasses(*shape.nodes)
+                                               : std::vector<HierClass>{{maxLocal_, nodes_ - 1}};
     hierRankBlocks_ = nodes_ - 1;
     if (bfRank_ > bf_ && map && maxLocal_ * nodes_ != n_)
-      hierRankBlocks_ = hierBlocksAcross(*shape.nodes);
+      hierRankBlocks_ = hierBlocksAcross(hier_, nodes_);
     c_ = 1.0 / (p.copyGbps * 1e3);
     cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
@@ -170,23 +175,6 @@ class Model {
     return chain;
   }
 
-  // Blocks the busiest rank's own NICs carry in hierarchical's phase across nodes, on uneven
-  // nodes (hierarchical_pattern.hpp: on node i, rank q's proxy is local index local(q) mod
-  // L_i): local index 0 of the smallest node proxies ceil(L_j / L_i) ranks of each node j.
-  // Even nodes: N-1 (one block to or from each other node).
-  static int hierBlocksAcross(const NodeMap& map) {
-    std::vector<int> size(static_cast<size_t>(map.nodes()), 0);
-    for (int v : map.nodeOf) ++size[static_cast<size_t>(v)];
-    int most = map.nodes() - 1;
-    for (size_t i = 0; i < size.size(); ++i) {
-      int blocks = 0;
-      for (size_t j = 0; j < size.size(); ++j)
-        if (j != i && size[i] > 0) blocks += (size[j] + size[i] - 1) / size[i];
-      most = std::max(most, blocks);
-    }
-    return most;
-  }
-
   int n() const { return n_; }
   size_t chunk() const { return chunk_; }
   int nodes() const { return nodes_; }
@@ -225,7 +213,9 @@ class Model {
     const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, cross);
     k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
     // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
-    k.transfer += wire + (chunked ? 0.0 : o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_);
+    // (Not where DMA moves the bytes: they land in place, no receive copy on the cores.)
+    const bool copied = !chunked && !p_.dmaTransfers;
+    k.transfer += wire + (copied ? o_ * std::max(0.0, x - static_cast<double>(chunk_)) * c_ : 0.0);
     if (reduce) k.reduce += o_ * x * g_;
     if (chunked && fill)
       pipeline(k, x, anyCross ? std::max(cross / std::max(x, 1.0), bl_) : o_ * localPerByte(x),
@@ -286,11 +276,112 @@ class Model {
     std::function<int(int)> to, from;
     double x;
     bool reduce;
+    bool afterSend = false;  // the step's reduction waits for its own send (AllReduce in place)
   };
   void logSteps(Cost& k, const std::vector<LogStep>& steps) const {
     const auto n = static_cast<size_t>(n_);
+    const bool rankNics = bfRank_ > bf_;
+    // A rank's message of step k starts once its receives up to step k-1 are in, not its
+    // sends: a rank at a node boundary (Bruck) may start its next crossing message while its
+    // last one is still going, and the two share its own NICs fairly (the replay's rule), the
+    // earlier one ending later than its turn alone. The chain depends on those ends and they
+    // on the chain's start times: taken first one after the other, then (twice) from the
+    // start times of the pass before, shared fairly (fairEnds).
+    std::vector<std::vector<double>> startAt(steps.size(), std::vector<double>(n, -1));
+    std::vector<std::vector<double>> outEnd, inEnd;
+    std::vector<double> t, lat, post, red;
+    const int passes = rankNics ? 3 : 1;
+    for (int pass = 0; pass < passes; ++pass) {
+      const bool fair = pass > 0;
+      if (fair) fairShares(steps, startAt, outEnd, inEnd);
+      k.steps -= pass > 0 ? static_cast<int>(steps.size()) : 0;
+      logPass(k, steps, fair ? &outEnd : nullptr, fair ? &inEnd : nullptr, startAt, t, lat, post,
+              red);
+    }
+    const auto last = static_cast<size_t>(std::max_element(t.begin(), t.end()) - t.begin());
+    k.latency += lat[last] + post[last];
+    k.reduce += red[last];
+    k.transfer += t[last] - lat[last] - post[last] - red[last];
+  }
+
+  // Fair sharing of one link (us per byte `perByte`) among messages (start, bytes): when each
+  // one's last byte is through.
+  static std::vector<double> fairEnds(const std::vector<std::pair<double, double>>& msgs,
+                                      double perByte) {
+    const size_t k = msgs.size();
+    std::vector<double> end(k, 0), left(k);
+    std::vector<size_t> order(k), active;
+    for (size_t i = 0; i < k; ++i) order[i] = i, left[i] = msgs[i].second;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return msgs[a].first < msgs[b].first; });
+    double now = 0;
+    size_t next = 0;
+    while (next < k || !active.empty()) {
+      if (active.empty()) now = std::max(now, msgs[order[next]].first);
+      while (next < k && msgs[order[next]].first <= now) active.push_back(order[next++]);
+      const double each = perByte * static_cast<double>(active.size());  // us per byte
+      double least = std::numeric_limits<double>::infinity();
+      for (size_t a : active) least = std::min(least, left[a]);
+      double until = now + least * each;
+      if (next < k) until = std::min(until, msgs[order[next]].first);
+      const double moved = (until - now) / each;
+      now = until;
+      for (size_t i = 0; i < active.size();) {
+        left[active[i]] -= moved;
+        if (left[active[i]] <= 1e-9 * msgs[active[i]].second) {
+          end[active[i]] = now;
+          active[i] = active.back();
+          active.pop_back();
+        } else {
+          ++i;
+        }
+      }
+    }
+    return end;
+  }
+
+  // Each rank's own NICs, out and in, shared fairly among its crossing messages of every
+  // step, started when the last pass said: how long each took, per step and sender.
+  void fairShares(const std::vector<LogStep>& steps,
+                  const std::vector<std::vector<double>>& startAt,
+                  std::vector<std::vector<double>>& outTook,
+                  std::vector<std::vector<double>>& inTook) const {
+    const auto n = static_cast<size_t>(n_);
+    outTook.assign(steps.size(), std::vector<double>(n, 0));
+    inTook = outTook;
+    std::vector<std::vector<std::pair<double, double>>> out(n), in(n);
+    std::vector<std::vector<std::pair<size_t, int>>> outId(n), inId(n);  // step, sender
+    for (size_t i = 0; i < steps.size(); ++i)
+      for (int r = 0; r < n_; ++r) {
+        const double at = startAt[i][static_cast<size_t>(r)];
+        if (at < 0) continue;
+        const auto q = static_cast<size_t>(steps[i].to(r));
+        out[static_cast<size_t>(r)].push_back({at, steps[i].x});
+        outId[static_cast<size_t>(r)].push_back({i, r});
+        in[q].push_back({at, steps[i].x});
+        inId[q].push_back({i, r});
+      }
+    for (size_t r = 0; r < n; ++r) {
+      const auto o = fairEnds(out[r], bfRank_), e = fairEnds(in[r], bfRank_);
+      for (size_t j = 0; j < o.size(); ++j)
+        outTook[outId[r][j].first][static_cast<size_t>(outId[r][j].second)] =
+            o[j] - out[r][j].first;
+      for (size_t j = 0; j < e.size(); ++j)
+        inTook[inId[r][j].first][static_cast<size_t>(inId[r][j].second)] = e[j] - in[r][j].first;
+    }
+  }
+
+  // One pass through the steps (see logSteps): the longest chain to each rank, with each
+  // rank's own NICs taken one message after the other (outTook null) or as fairShares says.
+  void logPass(Cost& k, const std::vector<LogStep>& steps,
+               const std::vector<std::vector<double>>* outTook,
+               const std::vector<std::vector<double>>* inTook,
+               std::vector<std::vector<double>>& startAt, std::vector<double>& t,
+               std::vector<double>& lat, std::vector<double>& post,
+               std::vector<double>& red) const {
+    const auto n = static_cast<size_t>(n_);
     // Along the longest chain to each rank: total, alphas, posts, reductions.
-    std::vector<double> t(n, 0), lat(n, 0), post(n, 0), red(n, 0);
+    t.assign(n, 0), lat.assign(n, 0), post.assign(n, 0), red.assign(n, 0);
     std::vector<std::vector<int>> egress(static_cast<size_t>(nodes_)),
         ingress(static_cast<size_t>(nodes_));
     std::vector<double> outDone(n), inDone(n);
@@ -299,12 +390,12 @@ class Model {
     // distances runs ahead of the messages that cross).
     std::vector<double> outFree(static_cast<size_t>(nodes_), 0),
         inFree(static_cast<size_t>(nodes_), 0);
-    // The same for each rank's own NICs where it drives only its share of the node's: a rank
-    // whose next step's message crosses again while its last one is still going (Bruck's
-    // ranks at a node boundary cross step after step) queues behind it on its NICs.
+    // The same for each rank's own NICs where it drives only its share of the node's (on the
+    // first pass: one message after the other).
     const bool rankNics = bfRank_ > bf_;
     std::vector<double> rankOutFree(rankNics ? n : 0, 0), rankInFree(rankNics ? n : 0, 0);
-    for (const LogStep& st : steps) {
+    for (size_t idx = 0; idx < steps.size(); ++idx) {
+      const LogStep& st = steps[idx];
       // Each node's NIC shares its rate equally among the messages on it (processor
       // sharing, the replay's fair share): a message that starts behind others on a NIC ends
       // when its share of the rate has moved it.
@@ -327,18 +418,28 @@ class Model {
         for (int r = 0; r < n_; ++r) {
           const int q = st.to(r);
           if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
-          const double start = t[static_cast<size_t>(r)] + p_.stepUs, own = st.x * bfRank_;
-          double& out = rankOutFree[static_cast<size_t>(r)];
-          double& in = rankInFree[static_cast<size_t>(q)];
-          out = std::max(out, start) + own;
-          in = std::max(in, start) + own;
-          outDone[static_cast<size_t>(r)] = std::max(outDone[static_cast<size_t>(r)], out);
-          inDone[static_cast<size_t>(r)] = std::max(inDone[static_cast<size_t>(r)], in);
+          const auto i = static_cast<size_t>(r);
+          const double start = t[i] + p_.stepUs, own = st.x * bfRank_;
+          startAt[idx][i] = start;
+          double out = start + own, in = start + own;
+          if (outTook) {
+            out = start + std::max(own, (*outTook)[idx][i]);
+            in = start + std::max(own, (*inTook)[idx][i]);
+          } else {
+            double& o = rankOutFree[i];
+            double& e = rankInFree[static_cast<size_t>(q)];
+            out = o = std::max(o, start) + own;
+            in = e = std::max(e, start) + own;
+          }
+          outDone[i] = std::max(outDone[i], out);
+          inDone[i] = std::max(inDone[i], in);
         }
       }
       const double own =
           std::max((exchange && halfDuplex(st.x) ? 2 : 1) * st.x * bf_, st.x * bfRank_);
-      const double copy = o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
+      // the receive copy beyond one chunk (step()), not where DMA moves the bytes
+      const double copy =
+          p_.dmaTransfers ? 0.0 : o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
       const double reduce = st.reduce ? o_ * st.x * g_ : 0.0;
       const double local = o_ * st.x * localPerByte(st.x);
       const std::vector<double> t0 = t, lat0 = lat, post0 = post, red0 = red;
@@ -357,16 +458,22 @@ class Model {
           post[r] = post0[q] + p_.stepUs;
           red[r] = red0[q];
         }
+        // recursive_doubling's AllReduce reduces into the buffer its send reads: not before
+        // that send is delivered, so a rank's sends never overlap
+        const int to = st.to(r);
+        if (st.afterSend && to != r && to >= 0 && to < n_) {
+          const double mine =
+              node_[to] != node_[r]
+                  ? std::max({t0[r] + p_.stepUs + own, outDone[r], inDone[r]}) + p_.fabric.alphaUs
+                  : t0[r] + p_.stepUs + local + localLatency();
+          t[r] = std::max(t[r], mine);
+        }
         t[r] += reduce;
         red[r] += reduce;
       }
       k.fabric = k.fabric || anyCross;
       ++k.steps;
     }
-    const auto last = static_cast<size_t>(std::max_element(t.begin(), t.end()) - t.begin());
-    k.latency += lat[last] + post[last];
-    k.reduce += red[last];
-    k.transfer += t[last] - lat[last] - post[last] - red[last];
   }
 
   // Extra messages of a step cut into chunks, and the fill (counted once, the largest).
@@ -389,133 +496,20 @@ class Model {
 
   void copy(Cost& k, double bytes) const { k.transfer += o_ * bytes * c_; }
 
-  // Hierarchical where NICs and NVLink move the bytes (the replay's transport), the longest
-  // of these paths (C chunks per block of m bytes, F = L*(N-1)*m on each NIC each way):
-  //   AllGather
-  //   - the fabric phase, then the forwards: a proxied chunk is forwarded once it is in, but
-  //     sends are posted in the order they became ready, at most W at a time (postedSends,
-  //     the engine's 32): the C*(N-1) sends to other nodes, ready at once, fill the window,
-  //     and the forwards queue behind them. The window's share W/(C*(N-1)) of the forwards
-  //     overlaps the fabric phase, the rest (at least the last chunk's, 1/C) follows it;
-  //     the chunks a proxy holds arrive (N-1)*s after the first post at the latest, as every
-  //     sender posts to the nodes in the same order;
-  //   - the rank's local link: its (L-1)*N*m of local sends;
-  //   - its progress thread: C*(n-1) posts.
-  //   ReduceScatter
-  //   - the contributions to the proxies on the node, then the partials across, the window
-  //     now full of the C*N*(L-1) local sends ready at once;
-  //   - the phases overlapped chunk by chunk: (N-1)*L posts, the slower phase, every
-  //     reduction, the pipeline's posts and fill (what bounds it at small sizes);
-  //   - the local link, the thread's posts and reductions, the NIC.
-  // (The window's share is how the replay behaves: 16x8 AllGather of 1 GiB in 1 MiB chunks
-  // takes 2.8 ms with an unbounded window and 3.3, 4.0 and 4.5 ms with 64, 32 and 16.)
-  // The paths above (each with its tails), for one phase of blocks of m bytes.
+  // The hierarchical schedules (their cost is in tuner_hier_cost.hpp): the longest paths of
+  // one phase, for blocks of m bytes.
   struct HierPaths {
     double total = 0;                          // the longest
     double serial = 0;                         // one phase after the other, as the window allows
     double local = 0, fabric = 0, thread = 0;  // each resource's work
+    // serial = head + across + rest: before the rank's NICs start, while they carry the
+    // phase's blocks, after (for AllReduce's two phases back to back)
+    double head = 0, across = 0, rest = 0;
   };
-  HierPaths hierarchicalPaths(double m, bool reduce) const {
-    const int N = nodes_, L = maxLocal_;
-    const double s = p_.stepUs, af = p_.fabric.alphaUs, al = localLatency();
-    const double C = std::max(1.0, std::ceil(m / static_cast<double>(chunk_)));
-    const double chunk = std::min(m, static_cast<double>(chunk_));
-    const double blChunk = localPerByte(chunk);
-    // The node's NICs carry L*(N-1)*m each way; each rank's own NICs (N-1)*m (uneven nodes:
-    // a small node's ranks proxy for several ranks of the others, hierBlocksAcross).
-    const double fabric =
-        std::max(static_cast<double>(L) * (N - 1) * bf_, hierRankBlocks_ * bfRank_) * m;
-    const double forwards = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
-    const double local = o_ * static_cast<double>(L - 1) * N * m * blChunk;
-    const double posts = C * (n_ - 1) * s, forwardPosts = C * (N - 1) * (L - 1) * s;
-    const double window =
-        p_.postedSends > 0 ? p_.postedSends : std::numeric_limits<double>::infinity();
-    HierPaths h;
-    h.local = local + al;
-    h.fabric = fabric + af;
-    if (!reduce) {
-      const double after = std::max(1.0 / C, 1.0 - window / (C * (N - 1)));
-      const double tail = al + chunk * blChunk;
-      h.serial = af + N * s + fabric + after * std::max(forwards, forwardPosts) + tail;
-      h.thread = posts + tail;
-      h.total = std::max({h.serial, local + tail, h.thread});
-      return h;
-    }
-    const double red = o_ * (n_ - 1) * m * g_;
-    const double after = std::max(1.0 / C, 1.0 - window / (C * N * (L - 1)));
-    const double tail = o_ * chunk * g_;
-    h.serial = al + L * s + forwards + after * fabric + af + tail;
-    h.thread = posts + red + tail;
-    const double fill = C > 1 ? chunk * (std::max(L * bf_, bfRank_) + o_ * blChunk + o_ * g_) : 0.0;
-    const double overlapped = af + al + (N - 1) * L * s + std::max(fabric, local) + red +
-                              (C - 1) * ((N - 1) + (L - 1) * N) * s + fill;
-    h.total = std::max({h.serial, local + tail, h.thread, fabric + tail, overlapped});
-    return h;
-  }
-
-  void hierarchicalDma(Cost& k, double m, bool reduce) const {
-    const HierPaths h = hierarchicalPaths(m, reduce);
-    k.latency += p_.fabric.alphaUs + localLatency();
-    k.transfer += h.total - p_.fabric.alphaUs - localLatency();
-    k.fabric = true;
-    k.steps += 2;
-  }
-
-  // Hierarchical AllReduce (its ReduceScatter, then its AllGather, chunk by chunk: a chunk's
-  // gather starts once it is reduced). The longest of: the two phases' serial paths one after
-  // the other; each resource's work of both phases; one chunk through both phases (at
-  // small sizes, with one chunk per block, the whole call). On a CPU transport, the sum.
-  void hierarchicalAllReduce(Cost& k, double m) const {
-    if (!p_.dmaTransfers) {
-      hierarchical(k, m, true);
-      hierarchical(k, m, false);
-      return;
-    }
-    const HierPaths r = hierarchicalPaths(m, true), a = hierarchicalPaths(m, false);
-    const double one = std::min(m, static_cast<double>(chunk_));
-    const double first = hierarchicalPaths(one, true).total + hierarchicalPaths(one, false).total;
-    const double t = std::max(
-        {r.serial + a.serial, r.local + a.local, r.fabric + a.fabric, r.thread + a.thread, first});
-    k.latency += 2 * (p_.fabric.alphaUs + localLatency());
-    k.transfer += t - 2 * (p_.fabric.alphaUs + localLatency());
-    k.fabric = true;
-    k.steps += 4;
-  }
-
-  // Hierarchical (hierarchical.cc). AllGather: each rank sends its block, chunk by chunk,
-  // to its proxy on every other node and its node peers; every chunk it receives as proxy
-  // goes on to its L-1 node peers. ReduceScatter mirrors it: contributions to the proxies
-  // on the node first, the node's partials across. See hierarchicalDma() for the form where
-  // the bytes move by DMA (dmaTransfers); on a CPU transport the phases are taken to overlap
-  // (the form the emulated cluster's measurements were taken against, docs/planning.md):
-  void hierarchical(Cost& k, double m, bool reduce) const {
-    if (p_.dmaTransfers) return hierarchicalDma(k, m, reduce);
-    const int N = nodes_, L = maxLocal_;
-    const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
-    const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
-    // Each rank posts its sends one after another on its progress thread: its own chunk to
-    // its N-1 proxies (the node peers' copies go out while those are in flight), then, once
-    // they arrive, each of the N-1 chunks it proxies to its L-1 node peers: (N-1)*L posts on
-    // the critical path, not N + L - 2 (ReduceScatter mirrors it).
-    k.latency += p_.fabric.alphaUs + localLatency() + (N - 1) * L * p_.stepUs;
-    const double blChunk = localPerByte(std::min(m, static_cast<double>(chunk_)));
-    const double perBlock = std::ceil(m / static_cast<double>(chunk_));
-    // AllGather's node phase overlaps its fabric phase only chunk by chunk: a proxied chunk
-    // is forwarded once it has arrived, so the forwards of the last chunk of every block,
-    // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
-    // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
-    const double forwarded = reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
-    const double fabric = std::max(fabricBytes * bf_, hierRankBlocks_ * m * bfRank_);  // node, rank
-    k.transfer += std::max(fabric + forwarded / std::max(1.0, perBlock), o_ * localBytes * blChunk);
-    if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
-    k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
-    if (perBlock > 1)
-      fill_ =
-          std::max(fill_, static_cast<double>(chunk_) * (std::max(L * bf_, bfRank_) + o_ * blChunk +
-                                                         (reduce ? o_ * g_ : 0.0)));
-    k.fabric = true;
-    k.steps += 2;
-  }
+  HierPaths hierarchicalPaths(double m, bool reduce) const;
+  void hierarchicalDma(Cost& k, double m, bool reduce) const;
+  void hierarchicalAllReduce(Cost& k, double m) const;
+  void hierarchical(Cost& k, double m, bool reduce) const;
 
   // Direct: one step with a message to every peer at once.
   void direct(Cost& k, double x) const {
@@ -542,6 +536,7 @@ class Model {
   size_t chunk_ = 1u << 20;
   double o_ = 1, bl_ = 0, bf_ = 0, bfRank_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
   std::vector<int> node_;
+  std::vector<HierClass> hier_;
   mutable double fill_ = 0;
 };
 
