@@ -61,8 +61,8 @@
 //
 // Fabric defaults come from the host (TunerParams::fromConfig): b_fabric from the line rate
 // of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload
-// share of a frame; on a half-duplex fabric (tcp) a pair that exchanges more than the eager
-// size over one connection takes turns: that connection carries 2x (fabric.half_duplex).
+// share of a frame; on a half-duplex fabric (tcp) a pair that exchanges over one connection
+// takes turns beyond the first 64 KiB each way: max(x, 2x - 64 KiB) (fabric.half_duplex).
 // A forced algorithm is costed as the schedule that really runs for it (runsAs). The
 // single-copy algorithms' c is 1/cma.gbps where set (cross-memory attach pins the peer's
 // pages: 0.65 GB/s against a 13.5 GB/s memcpy on the project's host, --calibrate -N 2).

@@ -28,6 +28,11 @@ struct LinkParams {
   double usPerByte() const { return 1.0 / (gbps * 1e3); }
 };
 
+/// Where the fabric is half duplex per connection (TunerParams::fabricHalfDuplex): the bytes
+/// of each direction that move together before the two directions take turns; a pair
+/// exchanging x bytes each way holds its connection for max(x, 2x - this) (measured, tcp).
+inline constexpr double kDuplexOverlapBytes = 64 << 10;
+
 /// Parameters of the cost model (see tuner.cc for the formulas and how the defaults were
 /// measured). Keys of SHARC_TUNER_FILE in brackets.
 struct TunerParams {
@@ -47,14 +52,15 @@ struct TunerParams {
   /// Where `fabric` came from: "built-in", "sysfs: ..." or "SHARC_NIC_MBITS: ..." (NIC line
   /// rate, see fromConfig), "SHARC_TUNER_FILE" once the file sets it.
   std::string fabricSource = "built-in";
-  /// [fabric.half_duplex] 1: a connection between two ranks moves one direction at a time,
-  /// so a pair that exchanges across nodes (recursive doubling, a 2-rank ring, direct) takes
-  /// twice as long as a one-way transfer. Measured for tcp (libfabric tcp;ofi_rxm) on the
-  /// emulated cluster, 1 rank on each of 2 nodes, 200mbit: 16 MiB all_gather (8 MiB each way
-  /// on one connection) 590-710 ms against 351 ms for 8 MiB on the wire, while a 3-node ring
-  /// (each connection one way) takes 1.16x the wire time and the kernel's own TCP moves both
-  /// directions of two sockets at 184 Mbit/s each. defaults() and fromConfig set it unless
-  /// the provider is efa; a default-constructed TunerParams (sharc-plan's clusters) has 0.
+  /// [fabric.half_duplex] 1: a connection between two ranks moves both directions together
+  /// only for the first kDuplexOverlapBytes of each, then one at a time, so a pair that
+  /// exchanges x bytes each way across nodes (recursive doubling, a 2-rank ring, direct,
+  /// hierarchical's two-way pairs) holds it for max(x, 2x - 64 KiB). Measured for tcp
+  /// (libfabric tcp;ofi_rxm) on the emulated cluster (HTB-shaped links), 1 rank on each of 2
+  /// nodes, recursive doubling at 100 and 200 Mbit/s, 32 KiB-4 MiB each way: 1.0, 1.1, 1.5,
+  /// 1.8, 1.9 and 1.9 times the one-way time; each connection one way (a ring of 4 nodes) runs
+  /// at the wire time. defaults() and fromConfig set it unless the provider is efa; a
+  /// default-constructed TunerParams (sharc-plan's clusters) has 0.
   bool fabricHalfDuplex = false;
   /// [cma.gbps] what one rank's single-copy read or write of a peer's buffer moves (cross-
   /// memory attach pins the peer's pages, then copies); 0: copy.gbps. sharc-perf --calibrate

@@ -6,6 +6,7 @@
 #include <map>
 #include <vector>
 
+#include "hierarchical_pattern.hpp"
 #include "node_map.hpp"
 
 namespace sharc::algo::model {
@@ -47,6 +48,24 @@ inline int hierBlocksAcross(const std::vector<HierClass>& classes, int nodes) {
   int most = nodes - 1;
   for (const HierClass& c : classes) most = std::max(most, c.held);
   return most;
+}
+
+/// Whether two ranks of different nodes send to each other in hierarchical's inter-node
+/// phase (AllGather: a rank to its proxy on every other node; ReduceScatter the reverse): over
+/// tcp, where the engine takes the rotated proxy rule (communicator.cc), pairs talk one way on
+/// even nodes of two, but not on uneven ones (3+1: the lone rank and its proxy on the big node)
+/// nor on some even layouts of more nodes. n x N proxy lookups; the tuner asks it only on
+/// half-duplex fabrics (the host's tcp), never for sharc-plan's EFA clusters.
+inline bool hierTwoWayPairs(const NodeMap& map) {
+  for (int s = 0; s < map.size(); ++s) {
+    const int home = map.nodeOf[static_cast<size_t>(s)];
+    for (int m = 0; m < map.nodes(); ++m) {
+      if (m == home) continue;
+      const int t = hierProxy(map, m, s, 1);
+      if (hierProxy(map, home, t, 1) == s) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace sharc::algo::model

@@ -17,8 +17,6 @@
 
 namespace sharc::algo::model {
 
-// rxm's eager size: larger messages go by rendezvous (see Model::halfDuplex).
-inline constexpr double kEagerBytes = 16 << 10;
 // Shared-memory messages up to this size move at cache speed (one slot of the transport's
 // FIFO, shm_endpoint.cc); 16 KiB when ranks outnumber cores. Larger ones were measured to
 // depend on the two cores' placement (1.4 to 9 GB/s between runs), so the model takes the
@@ -83,6 +81,7 @@ class Model {
     hierRankBlocks_ = nodes_ - 1;
     if (bfRank_ > bf_ && map && maxLocal_ * nodes_ != n_)
       hierRankBlocks_ = hierBlocksAcross(hier_, nodes_);
+    if (map && p.fabricHalfDuplex && !p.dmaTransfers) hierTwoWay_ = hierTwoWayPairs(*shape.nodes);
     c_ = 1.0 / (p.copyGbps * 1e3);
     cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
@@ -97,10 +96,14 @@ class Model {
   // Latency of one round of local messages.
   double localLatency() const { return o_ * p_.local.alphaUs + (o_ > 1 ? o_ * p_.switchUs : 0); }
 
-  // Whether an exchange of x bytes each way over one connection takes turns: on a half-duplex
-  // fabric, for messages past the eager size (rxm's 16 KiB buffers; larger ones go by
-  // rendezvous, where the turns were measured; smaller ones were not seen to).
-  bool halfDuplex(double x) const { return p_.fabricHalfDuplex && x > kEagerBytes; }
+  // What one connection carries when a pair exchanges x bytes each way: where the fabric is
+  // half duplex per connection (tcp;ofi_rxm), the two directions overlap only for the first
+  // 64 KiB, then take turns: max(x, 2x - 64 KiB). Measured on 1,1 (recursive doubling, HTB-
+  // shaped 100 and 200 Mbit/s, 32 KiB-4 MiB each way): 1.0, 1.1, 1.5, 1.8, 1.9, 1.9 times the
+  // one-way time against 1.0, 1.0, 1.5, 1.75, 1.88, 1.97 from this rule.
+  double duplexLoad(double x) const {
+    return p_.fabricHalfDuplex ? std::max(x, 2 * x - kDuplexOverlapBytes) : x;
+  }
 
   double stepUs() const { return p_.stepUs; }
   bool dmaTransfers() const { return p_.dmaTransfers; }
@@ -120,7 +123,7 @@ class Model {
       most = std::max({most, ++out[node_[r]], ++in[node_[q]]});
     }
     double load = most * x;
-    if (n_ == 2 && most > 0 && halfDuplex(x)) load = std::max(load, 2 * x);
+    if (n_ == 2 && most > 0) load = std::max(load, duplexLoad(x));
     return most > 0 ? std::max(load * bf_, x * bfRank_) : load * bf_;
   }
 
@@ -204,8 +207,8 @@ class Model {
     double load = 0;
     for (int i = 0; i < nodes_; ++i) load = std::max({load, out[i], in[i]});
     // A pair that exchanges over one connection moves its two directions in turn where the
-    // fabric is half duplex per connection (tcp): that connection carries 2x.
-    if (exchange && halfDuplex(x)) load = std::max(load, 2 * x);
+    // fabric is half duplex per connection (tcp): that connection carries duplexLoad(x).
+    if (exchange) load = std::max(load, duplexLoad(x));
     // The busiest rank's own NICs: one message out (x), and what it takes in.
     const double rankLoad =
         anyCross ? std::max(x, *std::max_element(rankIn.begin(), rankIn.end())) : 0.0;
@@ -435,8 +438,7 @@ class Model {
           inDone[i] = std::max(inDone[i], in);
         }
       }
-      const double own =
-          std::max((exchange && halfDuplex(st.x) ? 2 : 1) * st.x * bf_, st.x * bfRank_);
+      const double own = std::max((exchange ? duplexLoad(st.x) : st.x) * bf_, st.x * bfRank_);
       // the receive copy beyond one chunk (step()), not where DMA moves the bytes
       const double copy =
           p_.dmaTransfers ? 0.0 : o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
@@ -522,7 +524,7 @@ class Model {
       rankLoad = std::max(rankLoad, static_cast<double>(n_ - here) * x);  // its own NICs
       localPeers = std::max(localPeers, here - 1);
     }
-    if (load > 0 && halfDuplex(x)) load = std::max(load, 2 * x);  // see step()
+    if (load > 0) load = std::max(load, duplexLoad(x));  // see step()
     k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
     k.transfer += std::max({o_ * localPeers * x * localPerByte(x), load * bf_, rankLoad * bfRank_});
     pipeline(k, x, o_ * localPerByte(x), false);
@@ -537,6 +539,9 @@ class Model {
   double o_ = 1, bl_ = 0, bf_ = 0, bfRank_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
   std::vector<int> node_;
   std::vector<HierClass> hier_;
+  // Some pair of ranks on two nodes sends both ways in hierarchical's inter-node phase
+  // (hierTwoWayPairs); computed where the fabric is half duplex per connection.
+  bool hierTwoWay_ = false;
   mutable double fill_ = 0;
 };
 

@@ -29,7 +29,6 @@ constexpr uint32_t kMaxPostedSends = 32;
 constexpr uint32_t kMaxPostedRecvs = 256;
 constexpr uint32_t kInOrderRecvs = 64;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kEagerBytes = 16 << 10;
 
 // Address space for the builders' pointer arithmetic: reserved, never touched.
 class Reservation {
@@ -152,6 +151,7 @@ struct Flow {
   uint32_t msg;
   int res[5];  // the links it crosses
   int links;
+  double weight[5];  // what it takes of each link per byte it moves (1 but on a connection)
   double remaining, rate;
 };
 
@@ -358,7 +358,7 @@ class Replay {
       flowDone(id, now);
       return;
     }
-    Flow f{id, {0, 0, 0, 0, 0}, 2, m.bytes, 0};
+    Flow f{id, {0, 0, 0, 0, 0}, 2, {1, 1, 1, 1, 1}, m.bytes, 0};
     if (crosses(m)) {
       f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
       f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
@@ -367,8 +367,12 @@ class Replay {
         f.res[f.links++] = 2 * (nodes_ + n_) + n_ + m.dst;
       }
       // Half duplex: one connection per pair carries both directions in turn, for messages
-      // past the eager size (the tuner's rule, tuner.cc kEagerBytes).
-      if (p_.fabricHalfDuplex && m.bytes > kEagerBytes) {
+      // beyond the overlap the tuner's duplexLoad allows (the first 64 KiB of each direction
+      // together): a message of x bytes takes 1 - 64 KiB / 2x of the connection per byte, so a
+      // pair exchanging x each way holds it for max(x, 2x - 64 KiB).
+      const double turn = 1.0 - algo::kDuplexOverlapBytes / (2.0 * m.bytes);
+      if (p_.fabricHalfDuplex && turn > 0) {
+        f.weight[f.links] = turn;
         const uint64_t pair = key(std::min(m.src, m.dst), std::max(m.src, m.dst), 0);
         auto [it, added] = connection_.emplace(pair, static_cast<int>(capacity_.size()));
         if (added) capacity_.push_back(p_.fabric.gbps * 1e3);
@@ -399,14 +403,19 @@ class Replay {
   }
 
   // Max-min fair rates by progressive filling: the link with the smallest fair share fixes
-  // the rate of its flows; what they take is removed from their other link; repeat.
+  // the rate of its flows; what they take (rate x weight) is removed from their other links;
+  // repeat.
   void recomputeRates() {
     ++rateUpdates_;
     const size_t res = capacity_.size();
     left_.assign(capacity_.begin(), capacity_.end());
     count_.assign(res, 0);
+    weights_.assign(res, 0.0);
     for (const Flow& f : flows_)
-      for (int j = 0; j < f.links; ++j) ++count_[f.res[j]];
+      for (int j = 0; j < f.links; ++j) {
+        ++count_[f.res[j]];
+        weights_[f.res[j]] += f.weight[j];
+      }
     begin_.assign(res + 1, 0);
     for (size_t i = 0; i < res; ++i) begin_[i + 1] = begin_[i] + count_[i];
     members_.resize(begin_[res]);
@@ -418,11 +427,11 @@ class Replay {
     using Share = std::pair<double, uint32_t>;
     std::priority_queue<Share, std::vector<Share>, std::greater<>> heap;
     for (uint32_t i = 0; i < res; ++i)
-      if (count_[i] > 0) heap.push({left_[i] / count_[i], i});
+      if (count_[i] > 0) heap.push({left_[i] / weights_[i], i});
     while (!heap.empty()) {
       const auto [share, l] = heap.top();
       heap.pop();
-      if (count_[l] == 0 || share != left_[l] / count_[l]) continue;  // stale
+      if (count_[l] == 0 || share != left_[l] / weights_[l]) continue;  // stale
       count_[l] = 0;
       for (uint32_t j = begin_[l]; j < begin_[l + 1]; ++j) {
         Flow& f = flows_[members_[j]];
@@ -431,8 +440,9 @@ class Replay {
         for (int j = 0; j < f.links; ++j) {
           const auto other = static_cast<uint32_t>(f.res[j]);
           if (other == l || count_[other] == 0) continue;
-          left_[other] = std::max(0.0, left_[other] - share);
-          if (--count_[other] > 0) heap.push({left_[other] / count_[other], other});
+          left_[other] = std::max(0.0, left_[other] - share * f.weight[j]);
+          weights_[other] = std::max(1e-12, weights_[other] - f.weight[j]);
+          if (--count_[other] > 0) heap.push({left_[other] / weights_[other], other});
         }
       }
     }
@@ -492,6 +502,7 @@ class Replay {
   std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
   std::vector<double> capacity_, left_;
   std::vector<uint32_t> count_, begin_, fill_, members_;
+  std::vector<double> weights_;  // per link: the weights of its flows not yet fixed
   size_t rateUpdates_ = 0;
 };
 

@@ -12,9 +12,9 @@
 //   - a send becomes a flow on the links it crosses: between nodes the source node's NIC
 //     egress and the destination node's NIC ingress (fabric.gbps each), within a node the
 //     source rank's local egress and the destination rank's local ingress (local.gbps each);
-//     where the fabric is half duplex (TunerParams::fabricHalfDuplex, tcp; messages over
-//     16 KiB, the eager size) also the one connection of the two ranks, which carries both
-//     directions; messages between the same two ranks go in order (one connection),
+//     where the fabric is half duplex (TunerParams::fabricHalfDuplex, tcp) also the one
+//     connection of the two ranks, which carries both directions beyond their first 64 KiB
+//     (a message of x bytes takes 1 - 64 KiB/2x of it per byte: kDuplexOverlapBytes); messages between the same two ranks go in order (one connection),
 //     different pairs share the links max-min fairly
 //     (progressive filling, recomputed whenever a flow starts or ends: NICs and sockets
 //     interleave the packets of concurrent connections, so fair share rather than FIFO);
