@@ -14,8 +14,9 @@
 //     source rank's local egress and the destination rank's local ingress (local.gbps each);
 //     where the fabric is half duplex (TunerParams::fabricHalfDuplex, tcp) also the one
 //     connection of the two ranks, which carries both directions beyond their first 64 KiB
-//     (a message of x bytes takes 1 - 64 KiB/2x of it per byte: kDuplexOverlapBytes); messages between the same two ranks go in order (one connection),
-//     different pairs share the links max-min fairly
+//     (a message of x bytes takes 1 - 64 KiB/2x of it per byte: kDuplexOverlapBytes);
+//     messages between the same two ranks go in order (one connection), different pairs
+//     share the links max-min fairly, weighted where a flow takes less than all of a link
 //     (progressive filling, recomputed whenever a flow starts or ends: NICs and sockets
 //     interleave the packets of concurrent connections, so fair share rather than FIFO);
 //     the message arrives its link class's alpha after its last byte left; the send
