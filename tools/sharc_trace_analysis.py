@@ -64,6 +64,7 @@ class Analysis:
         self._chain_ends()
         self._fallback()
         self._failures()
+        self._stopped()
         self._cycles()
         if not self.candidates:
             self._slow()
@@ -341,6 +342,33 @@ class Analysis:
             kind = ("aborted" if d.reason == "abort" else
                     "victim" if self._victim(r) or late else "failed")
             self.add(kind, [r], pred, e.seq if e else None, c, e)
+
+    STOPPED = re.compile(r"world rank (\d+), pid \d+\) did not answer the stall probe: "
+                         r"its process is stopped")
+
+    def _stopped(self):
+        """Ranks a peer's stall probe found stopped (SIGSTOP, a debugger): the cause of the
+        wait, even where the stopped rank later ran on and wrote a timeout dump of its own (the
+        launcher's SIGCONT before killing it) and the waits then look like a cycle."""
+        found = {}  # stopped world rank -> [(reporter, comm, entry)]
+        for r, d in sorted(self.w.dumps.items()):
+            for c in d.comms:
+                for e in c.entries:
+                    for m in self.STOPPED.finditer(" ".join([e.error or "", e.probe or ""])):
+                        found.setdefault(int(m.group(1)), []).append((r, c, e))
+            for m in self.STOPPED.finditer(d.message):
+                if int(m.group(1)) not in found:
+                    c, e = self._local_failure(d)
+                    if e is not None:
+                        found.setdefault(int(m.group(1)), []).append((r, c, e))
+        for s, seen in sorted(found.items()):
+            reporters = sorted({r for r, _, _ in seen if r != s})
+            if not reporters:
+                continue
+            _, c, e = min(seen, key=lambda x: (x[2].seq, x[0]))
+            self.add("stopped", [s], f"was stopped (its process did not run): the stall probe of "
+                     f"{ranks_text(reporters)} found it so in {label(e, c)}", e.seq, c, e,
+                     reporters)
 
     def _cycles(self):
         cyc = sorted(r for r, ends in self.ends_of.items() if not ends)

@@ -14,7 +14,7 @@ QUIET_REASONS = ("signal", "request", "live")  # dumps of a job that may be heal
 # Culprit classes, most telling first: a wrong call beats a missing dump beats a lagging rank.
 # A rank that failed by itself (an error of its own, not a timeout or a peer's notice) or
 # aborted explains the rest better than a rank one call behind when the notice came.
-PRIO = {"mismatch": 0, "no-dump": 1, "failed": 1.5, "aborted": 1.5, "behind": 2, "skipped": 2,
+PRIO = {"mismatch": 0, "no-dump": 1, "stopped": 1, "failed": 1.5, "aborted": 1.5, "behind": 2, "skipped": 2,
         "absent": 2, "victim": 3, "stuck": 4, "stalled": 4, "no-dump-unwaited": 5, "cycle": 6, "slow": 7,
         "none": 8}
 

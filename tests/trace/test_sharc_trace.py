@@ -290,6 +290,19 @@ class Culprits(Case):
                          "first: nothing moved in AllGather #7 for 92.0 s; ranks 0, 1, 3 wait "
                          "on it in a cycle (2 -> 1 -> 0 -> 3 -> 2)")
 
+    def test_rank_the_stall_probe_found_stopped_is_the_culprit_of_a_cycle(self):
+        # A stopped rank resumed before it died (the launcher's SIGCONT) writes a timeout dump
+        # of its own, and the waits form a cycle (seen in CI: Bruck 2 -> 3 -> 1 -> 2); the
+        # survivor's stall probe had found it stopped.
+        j = Job()
+        probe = (f"rank 2 (world rank 2, pid {j.pids[2]}) did not answer the stall probe: its "
+                 "process is stopped")
+        for r, peer in {0: 1, 1: 2, 2: 3, 3: 1}.items():
+            extra = {"stall_probe": probe} if r == 1 else {}
+            j.dump(r, [comm(history(6) + [ent(7, state="started", peer=peer, **extra)])])
+        self.assertEqual(self.first(j), f"culprit: rank {j.who(2)} was stopped (its process did "
+                         "not run): the stall probe of rank 1 found it so in AllGather #7")
+
     def test_point_to_point_peer_that_did_not_join(self):
         j = Job(size=2)
         j.dump(0, [comm(history(5) + [ent(0, "SendRecv", state="started", p2p_seq=3, peer=1)])])
