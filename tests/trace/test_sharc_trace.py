@@ -291,9 +291,8 @@ class Culprits(Case):
                          "on it in a cycle (2 -> 1 -> 0 -> 3 -> 2)")
 
     def test_rank_the_stall_probe_found_stopped_is_the_culprit_of_a_cycle(self):
-        # A stopped rank resumed before it died (the launcher's SIGCONT) writes a timeout dump
-        # of its own, and the waits form a cycle (seen in CI: Bruck 2 -> 3 -> 1 -> 2); the
-        # survivor's stall probe had found it stopped.
+        # Resumed before it died, a stopped rank writes a timeout dump and the waits form a
+        # cycle (CI: Bruck 2 -> 3 -> 1 -> 2); rank 1's stall probe had found it stopped.
         j = Job()
         probe = (f"rank 2 (world rank 2, pid {j.pids[2]}) did not answer the stall probe: its "
                  "process is stopped")
