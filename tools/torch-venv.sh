@@ -27,6 +27,12 @@ done
 # Debian's interpreter, not a pyenv shim that PATH may put first.
 python=/usr/bin/python3
 [[ -x $python ]] || python=$(command -v python3)
+# A venv whose torch does not import (an install that failed half-way) is made anew; pip's
+# cache keeps that quick.
+if [[ -x $venv/bin/python ]] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  echo "torch-venv: $venv has no working torch; making it again" >&2
+  rm -rf "$venv"
+fi
 if [[ ! -x $venv/bin/python ]]; then
   if ! "$python" -c 'import ensurepip' 2>/dev/null; then
     [[ $(id -u) -eq 0 ]] || { echo "torch-venv: $python has no venv module; apt-get install python3-venv" >&2; exit 2; }
@@ -39,10 +45,19 @@ if [[ ! -x $venv/bin/python ]]; then
   upgrade=1
 fi
 if [[ $upgrade -eq 1 ]]; then
-  echo "torch-venv: pip install ${packages[*]}" >&2
-  "$venv/bin/pip" install -q --upgrade "${packages[@]}"
+  # A registry that stalls or drops a multi-GB download is retried (CI saw one such failure).
+  for attempt in 1 2 3; do
+    echo "torch-venv: pip install ${packages[*]} (attempt $attempt of 3)" >&2
+    if "$venv/bin/pip" install -q --upgrade "${packages[@]}"; then break; fi
+    [[ $attempt -lt 3 ]] || { echo "torch-venv: pip install failed 3 times" >&2; exit 1; }
+    sleep $((attempt * 20))
+  done
 fi
-echo "torch-venv: torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv" >&2
+if ! version=$("$venv/bin/python" -c 'import torch; print(torch.__version__)'); then
+  echo "torch-venv: torch does not import in $venv (see the error above)" >&2
+  exit 1
+fi
+echo "torch-venv: torch $version in $venv" >&2
 export VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH
 cd "$root"
 exec "$@"
