@@ -33,6 +33,10 @@ struct LinkParams {
 /// exchanging x bytes each way holds its connection for max(x, 2x - this) (measured, tcp).
 inline constexpr double kDuplexOverlapBytes = 64 << 10;
 
+/// Messages from this size on are striped over a rank's rails (transport::StripedEndpoint::
+/// kStripeMin); smaller ones go over its first rail only (TunerParams::fabricUnstripedShare).
+inline constexpr double kStripeMinBytes = 64 << 10;
+
 /// Parameters of the cost model (see tuner.cc for the formulas and how the defaults were
 /// measured). Keys of SHARC_TUNER_FILE in brackets.
 struct TunerParams {
@@ -94,6 +98,14 @@ struct TunerParams {
   /// rings, which cross nodes on every GPU's NICs at once (one channel per GPU). Not a
   /// SHARC_TUNER_FILE key.
   double fabricRankShare = 1.0;
+  /// Share of the fabric's rate (the node's and each rank's) that a message under
+  /// kStripeMinBytes moves at: such messages are not striped over the rails but go over each
+  /// rank's first one (transport::StripedEndpoint). fromConfig sets it on several rails
+  /// (SHARC_NICS): the first rail's rate over the summed one; 1 on one rail (the default, and
+  /// sharc-plan's clusters, which the replay checks without that split). Measured on the
+  /// emulated cluster, 2 nodes x 2 ranks on two 200 Mbit/s rails, 64 KiB calls: 1.57-1.73x
+  /// the model that summed both rails for every message. Not a SHARC_TUNER_FILE key.
+  double fabricUnstripedShare = 1.0;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();
@@ -130,8 +142,11 @@ struct Plan {
 /// the NICs of SHARC_NICS (else FI_TCP_IFACE), read from sysfs or SHARC_NIC_MBITS, times the
 /// transport's payload share (tcp: 1448 of 1514 bytes a frame, capped at the built-in 1.8
 /// GB/s its copies reach; efa: the line rate); alpha by provider (tcp 40 us, efa 75 us). The
-/// built-in link where no NIC rate is known. `source` (if given) says which.
-LinkParams hostFabric(const core::Config& config, std::string* source = nullptr);
+/// built-in link where no NIC rate is known. `source` (if given) says which; `unstripedShare`
+/// (if given) gets TunerParams::fabricUnstripedShare: the first rail's rate, at the same
+/// payload share and cap, over the whole link's (1 on one rail or an unknown rate).
+LinkParams hostFabric(const core::Config& config, std::string* source = nullptr,
+                      double* unstripedShare = nullptr);
 
 /// The chunk sizes plan() chooses among for the algorithms whose chunk matters.
 inline constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20};

@@ -30,10 +30,11 @@ inline Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
   const double C = std::max(1.0, std::ceil(m / static_cast<double>(chunk_)));
   const double chunk = std::min(m, static_cast<double>(chunk_));
   const double blChunk = localPerByte(chunk);
+  // the fabric's us per byte, the node's and one rank's, for messages of one chunk
+  const double bf = bf_ * railScale(chunk), bfR = bfRank_ * railScale(chunk);
   // The node's NICs carry L*(N-1)*m each way; each rank's own NICs (N-1)*m (uneven nodes:
   // a small node's ranks proxy for several ranks of the others, hierBlocksAcross).
-  const double fabric =
-      std::max(static_cast<double>(L) * (N - 1) * bf_, hierRankBlocks_ * bfRank_) * m;
+  const double fabric = std::max(static_cast<double>(L) * (N - 1) * bf, hierRankBlocks_ * bfR) * m;
   const double forwards = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
   const double local = o_ * static_cast<double>(L - 1) * N * m * blChunk;
   const double posts = C * (n_ - 1) * s;
@@ -92,7 +93,7 @@ inline Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
     return o_ * most * m * blChunk;
   };
   double localWork = 0, serial = 0, red = 0;
-  const double in = std::max((N - 1) * bfRank_, L * (N - 1) * bf_);
+  const double in = std::max((N - 1) * bfR, L * (N - 1) * bf);
   for (const HierClass& c : hier_) {
     const double lw = work(c), reduced = o_ * (c.local - 1) * (c.held + 1.0) * m * g_;
     localWork = std::max(localWork, lw);
@@ -105,16 +106,16 @@ inline Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
     const double start = al + std::max({wait, first, thread}) + s;
     const double last =
         al + lw * (1.0 - 1.0 / (C * (c.held + 1))) + o_ * (c.local - 1) * chunk * g_ + s;
-    const double out = std::max(c.held * bfRank_, (n_ - c.local) * bf_);
-    serial = std::max({serial, std::max(start + out * m, last + c.held * chunk * bfRank_),
-                       std::max(start + in * m, last + (N - 1) * chunk * bfRank_)});
+    const double out = std::max(c.held * bfR, (n_ - c.local) * bf);
+    serial = std::max({serial, std::max(start + out * m, last + c.held * chunk * bfR),
+                       std::max(start + in * m, last + (N - 1) * chunk * bfR)});
   }
   h.serial = serial + af + tail;
   h.across = fabric;
   h.rest = af + tail;
   h.head = std::max(0.0, h.serial - h.across - h.rest);
   // The progress thread: every post and reduction, then the last partial's wire.
-  h.thread = posts + red + chunk * bfRank_ + af + tail;
+  h.thread = posts + red + chunk * bfR + af + tail;
   h.total = std::max({h.serial, localWork + al + tail, h.thread});
   return h;
 }
@@ -149,7 +150,8 @@ inline void Model::hierarchicalAllReduce(Cost& k, double m) const {
   // added would count 2h (the same on even nodes, h = N-1; not on uneven ones).
   const int N = nodes_, L = maxLocal_;
   const double C = std::max(1.0, std::ceil(m / static_cast<double>(chunk_)));
-  const double across = std::max(2.0 * L * (N - 1) * bf_, (hierRankBlocks_ + N - 1) * bfRank_) * m;
+  const double across =
+      std::max(2.0 * L * (N - 1) * bf_, (hierRankBlocks_ + N - 1) * bfRank_) * m * railScale(one);
   const double serial =
       r.head + std::max(across, r.across / C + r.rest + a.head + a.across) + a.rest;
   const double t = std::max(
@@ -183,22 +185,23 @@ inline void Model::hierarchical(Cost& k, double m, bool reduce) const {
   // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
   // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
   const double forwarded = reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
-  double fabric = std::max(fabricBytes * bf_, hierRankBlocks_ * m * bfRank_);  // node, rank
+  const double rails = railScale(std::min(m, static_cast<double>(chunk_)));  // one chunk's
+  double fabric = std::max(fabricBytes * bf_, hierRankBlocks_ * m * bfRank_) * rails;  // node, rank
   // A pair sending both ways (hierTwoWay_: 3+1's lone rank and its proxy) takes turns on its
   // connection beyond duplexLoad's overlap, chunk by chunk, while the node's other
   // connections keep the link busy: 3+1 ReduceScatter at 200 Mbit/s and 1 Gbit/s measured
   // 1.20-1.28x the link's 3 blocks at 4-16 MiB, 1.10 at 1 MiB, 1.00 at 256 KiB.
   if (hierTwoWay_) {
     const double piece = std::min(m, static_cast<double>(chunk_));
-    fabric += std::ceil(m / piece) * (duplexLoad(piece) - piece) * bf_;
+    fabric += std::ceil(m / piece) * (duplexLoad(piece) - piece) * bf_ * rails;
   }
   k.transfer += std::max(fabric + forwarded / std::max(1.0, perBlock), o_ * localBytes * blChunk);
   if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
   k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
   if (perBlock > 1)
     fill_ =
-        std::max(fill_, static_cast<double>(chunk_) *
-                            (std::max(L * bf_, bfRank_) + o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
+        std::max(fill_, static_cast<double>(chunk_) * (std::max(L * bf_, bfRank_) * rails +
+                                                       o_ * blChunk + (reduce ? o_ * g_ : 0.0)));
   k.fabric = true;
   k.steps += 2;
 }

@@ -5,6 +5,7 @@
 
 #include "core/config.hpp"
 #include "topology/link_speed.hpp"
+#include "transport/striped_endpoint.hpp"
 #include "tuner.hpp"
 
 namespace sharc::algo {
@@ -16,6 +17,9 @@ namespace {
 // moved 184 of 200 Mbit/s each way (0.92) on the emulated link, one way 192 (0.96).
 constexpr double kTcpGoodput = 2 * 1448.0 / (2 * 1514.0 + 66.0);
 
+static_assert(kStripeMinBytes == transport::StripedEndpoint::kStripeMin,
+              "the model's striping threshold is the striped endpoint's");
+
 }  // namespace
 
 // The fabric link as the host describes it.
@@ -26,7 +30,7 @@ constexpr double kTcpGoodput = 2 * 1448.0 / (2 * 1514.0 + 66.0);
 // efa: the line rate as is (what a transfer reaches of it is the efficiency that the backtest
 // fits per instance type) and the latency aws-ofi-nccl reports to NCCL for p4d/p5, 75 us
 // (NCCL constants in the project reference notes on published EFA numbers).
-LinkParams hostFabric(const core::Config& config, std::string* source) {
+LinkParams hostFabric(const core::Config& config, std::string* source, double* unstripedShare) {
   const bool efa = config.provider == "efa";
   const std::vector<std::string> nics = !config.nics.empty() ? config.nics
                                         : !config.tcpIface.empty() && !efa
@@ -37,21 +41,29 @@ LinkParams hostFabric(const core::Config& config, std::string* source) {
   LinkParams f = builtIn;
   if (efa) f.alphaUs = 75.0;
   std::string how = "built-in";
+  double share = 1.0;
   if (link.mbits > 0) {
-    const double gbps = link.mbits * 1e6 / 8 / 1e9 * (efa ? 1.0 : kTcpGoodput);
-    f.gbps = efa ? gbps : std::min(gbps, builtIn.gbps);
+    const auto rate = [&](double mbits) {
+      const double gbps = mbits * 1e6 / 8 / 1e9 * (efa ? 1.0 : kTcpGoodput);
+      return efa ? gbps : std::min(gbps, builtIn.gbps);
+    };
+    f.gbps = rate(link.mbits);
+    // Messages under kStripeMinBytes go over the first rail alone (StripedEndpoint).
+    if (link.nics.size() > 1 && link.firstMbits > 0)
+      share = std::min(1.0, rate(link.firstMbits) / f.gbps);
     char buf[160];
     std::snprintf(buf, sizeof buf, "%s: %zu NIC(s), %.0f Mbit/s", link.source.c_str(),
                   link.nics.size(), link.mbits);
     how = buf;
   }
   if (source) *source = how;
+  if (unstripedShare) *unstripedShare = share;
   return f;
 }
 
 TunerParams TunerParams::fromConfig(const core::Config& config) {
   TunerParams p = defaults();
-  p.fabric = hostFabric(config, &p.fabricSource);
+  p.fabric = hostFabric(config, &p.fabricSource, &p.fabricUnstripedShare);
   p.fabricHalfDuplex = config.provider != "efa";
   // fabricRankShare stays 1: the NICs summed above (SHARC_NICS, else FI_TCP_IFACE) are the
   // ones every rank of this node stripes over (communicator.cc takes SHARC_NICS for every

@@ -74,6 +74,7 @@ class Model {
     // One rank's own NICs (TunerParams::fabricRankShare of the node's): what a message that
     // crosses nodes moves at, at most, however idle the rest of the node's NICs are.
     bfRank_ = bf_ / std::clamp(p.fabricRankShare, 1e-9, 1.0);
+    unstriped_ = 1.0 / std::clamp(p.fabricUnstripedShare, 1e-9, 1.0);
     // Hierarchical's ranks by what they carry (even nodes: one class, N-1 blocks each); only
     // where two levels apply (the tuner runs on every call).
     hier_ = map && nodes_ > 1 && maxLocal_ > 1 ? hierClasses(*shape.nodes)
@@ -105,6 +106,10 @@ class Model {
     return p_.fabricHalfDuplex ? std::max(x, 2 * x - kDuplexOverlapBytes) : x;
   }
 
+  // A message under kStripeMinBytes goes over each rank's first rail alone (not striped):
+  // its fabric time, at the node's and at the rank's rate, is this many times its bytes'.
+  double railScale(double x) const { return x < kStripeMinBytes ? unstriped_ : 1.0; }
+
   double stepUs() const { return p_.stepUs; }
   bool dmaTransfers() const { return p_.dmaTransfers; }
 
@@ -124,7 +129,7 @@ class Model {
     }
     double load = most * x;
     if (n_ == 2 && most > 0) load = std::max(load, duplexLoad(x));
-    return most > 0 ? std::max(load * bf_, x * bfRank_) : load * bf_;
+    return most > 0 ? std::max(load * bf_, x * bfRank_) * railScale(x) : load * bf_;
   }
 
   // One chunk through the ring schedule's dependencies (all_gather.cc, reduce_scatter.cc),
@@ -212,7 +217,8 @@ class Model {
     // The busiest rank's own NICs: one message out (x), and what it takes in.
     const double rankLoad =
         anyCross ? std::max(x, *std::max_element(rankIn.begin(), rankIn.end())) : 0.0;
-    const double cross = std::max(load * bf_, rankLoad * bfRank_);
+    const double message = chunked ? std::min(x, static_cast<double>(chunk_)) : x;
+    const double cross = std::max(load * bf_, rankLoad * bfRank_) * railScale(message);
     const double wire = std::max(anyLocal ? o_ * x * localPerByte(x) : 0.0, cross);
     k.latency += (anyCross ? p_.fabric.alphaUs : localLatency()) + p_.stepUs;
     // Beyond one chunk's worth, an unchunked message's receive copy no longer overlaps the wire.
@@ -248,7 +254,7 @@ class Model {
       const double k = static_cast<double>(active.size());
       double least = active[0].first;
       for (const auto& f : active) least = std::min(least, f.first);
-      const double perByte = std::max(bf_ * k, bfRank_);  // us per byte of one message
+      const double perByte = std::max(bf_ * k, bfRank_) * railScale(x);  // us per byte of one
       const double ends = now + least * perByte;
       const double arrives = next < senders.size() ? start(senders[next]) : ends;
       const double until = std::min(ends, arrives);
@@ -266,7 +272,8 @@ class Model {
       }
     }
     // The node's NICs' own work (a rank held to its share leaves the rest of them free).
-    free = std::max(free, start(senders[0])) + static_cast<double>(senders.size()) * x * bf_;
+    free = std::max(free, start(senders[0])) +
+           static_cast<double>(senders.size()) * x * bf_ * railScale(x);
   }
 
   // The log-step algorithms (recursive doubling/halving, Bruck): rank r's step k sends to
@@ -359,9 +366,10 @@ class Model {
         const double at = startAt[i][static_cast<size_t>(r)];
         if (at < 0) continue;
         const auto q = static_cast<size_t>(steps[i].to(r));
-        out[static_cast<size_t>(r)].push_back({at, steps[i].x});
+        const double bytes = steps[i].x * railScale(steps[i].x);  // at the rank's rate
+        out[static_cast<size_t>(r)].push_back({at, bytes});
         outId[static_cast<size_t>(r)].push_back({i, r});
-        in[q].push_back({at, steps[i].x});
+        in[q].push_back({at, bytes});
         inId[q].push_back({i, r});
       }
     for (size_t r = 0; r < n; ++r) {
@@ -422,7 +430,7 @@ class Model {
           const int q = st.to(r);
           if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
           const auto i = static_cast<size_t>(r);
-          const double start = t[i] + p_.stepUs, own = st.x * bfRank_;
+          const double start = t[i] + p_.stepUs, own = st.x * bfRank_ * railScale(st.x);
           startAt[idx][i] = start;
           double out = start + own, in = start + own;
           if (outTook) {
@@ -438,7 +446,8 @@ class Model {
           inDone[i] = std::max(inDone[i], in);
         }
       }
-      const double own = std::max((exchange ? duplexLoad(st.x) : st.x) * bf_, st.x * bfRank_);
+      const double own =
+          std::max((exchange ? duplexLoad(st.x) : st.x) * bf_, st.x * bfRank_) * railScale(st.x);
       // the receive copy beyond one chunk (step()), not where DMA moves the bytes
       const double copy =
           p_.dmaTransfers ? 0.0 : o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
@@ -526,7 +535,9 @@ class Model {
     }
     if (load > 0) load = std::max(load, duplexLoad(x));  // see step()
     k.latency += (load > 0 ? p_.fabric.alphaUs : localLatency()) + (n_ - 1) * p_.stepUs;
-    k.transfer += std::max({o_ * localPeers * x * localPerByte(x), load * bf_, rankLoad * bfRank_});
+    const double rails = railScale(std::min(x, static_cast<double>(chunk_)));
+    k.transfer += std::max(
+        {o_ * localPeers * x * localPerByte(x), load * bf_ * rails, rankLoad * bfRank_ * rails});
     pipeline(k, x, o_ * localPerByte(x), false);
     k.fabric = load > 0;
     ++k.steps;
@@ -537,6 +548,7 @@ class Model {
   int n_ = 1, nodes_ = 1, maxLocal_ = 1, hierRankBlocks_ = 0;
   size_t chunk_ = 1u << 20;
   double o_ = 1, bl_ = 0, bf_ = 0, bfRank_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
+  double unstriped_ = 1;  // 1 / fabricUnstripedShare
   std::vector<int> node_;
   std::vector<HierClass> hier_;
   // Some pair of ranks on two nodes sends both ways in hierarchical's inter-node phase

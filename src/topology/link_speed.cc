@@ -48,12 +48,14 @@ FabricLink fabricLink(const std::vector<std::string>& nics, double overrideMbits
   if (nics.empty()) return link;
   if (overrideMbits > 0) {
     link.mbits = overrideMbits * static_cast<double>(nics.size());
+    link.firstMbits = overrideMbits;
     link.source = "SHARC_NIC_MBITS";
     return link;
   }
   for (const std::string& nic : nics) {
     const double v = nicMbits(nic, sysRoot);
-    if (v <= 0) return FabricLink{0, nics, ""};  // one unknown rail: the sum is unknown
+    if (v <= 0) return FabricLink{0, 0, nics, ""};  // one unknown rail: the sum is unknown
+    if (link.mbits == 0) link.firstMbits = v;
     link.mbits += v;
   }
   link.source = "sysfs";

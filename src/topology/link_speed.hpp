@@ -16,7 +16,8 @@ double nicMbits(const std::string& name, const std::string& sysRoot = "/sys");
 
 /// The fabric link of one node: the NICs sharc stripes over and their summed line rate.
 struct FabricLink {
-  double mbits = 0;  ///< sum over `nics` (0: unknown)
+  double mbits = 0;       ///< sum over `nics` (0: unknown)
+  double firstMbits = 0;  ///< the first NIC's (its first rail's) rate (0: unknown)
   std::vector<std::string> nics;
   std::string source;  ///< how the rate was found, for --explain ("sysfs", "SHARC_NIC_MBITS")
 };

@@ -51,6 +51,7 @@ TEST_F(FakeSys, EthernetAndRdmaRates) {
 TEST_F(FakeSys, RailsSumAndAnUnknownRailMakesTheSumUnknown) {
   const FabricLink two = fabricLink({"eth0", "eth1"}, 0, root_);
   EXPECT_EQ(two.mbits, 50000);
+  EXPECT_EQ(two.firstMbits, 25000);
   EXPECT_EQ(two.source, "sysfs");
   EXPECT_EQ(fabricLink({"eth0", "veth0"}, 0, root_).mbits, 0);
   EXPECT_EQ(fabricLink({}, 0, root_).mbits, 0);
@@ -59,6 +60,7 @@ TEST_F(FakeSys, RailsSumAndAnUnknownRailMakesTheSumUnknown) {
 TEST_F(FakeSys, OverrideWinsPerNic) {
   const FabricLink l = fabricLink({"veth0", "eth1"}, 200, root_);
   EXPECT_EQ(l.mbits, 400);
+  EXPECT_EQ(l.firstMbits, 200);
   EXPECT_EQ(l.source, "SHARC_NIC_MBITS");
   EXPECT_EQ(fabricLink({}, 200, root_).mbits, 0);  // no NIC named: nothing to scale
 }

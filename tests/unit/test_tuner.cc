@@ -149,6 +149,38 @@ TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
   EXPECT_EQ(plan(s, capped, false).algorithm, Algorithm::Hierarchical);
 }
 
+// Messages under 64 KiB are not striped (StripedEndpoint::kStripeMin): on two rails they move
+// at the first rail's rate. Large calls, whose messages are all striped, cost the same.
+TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
+  const NodeMap twoByTwo = layout({2, 2});
+  TunerParams twoRails = params();
+  twoRails.fabric = {40, 0.05};  // 400 Mbit/s summed: the fabric dominates
+  twoRails.fabricHalfDuplex = false;
+  TunerParams firstRail = twoRails;
+  firstRail.fabricUnstripedShare = 0.5;
+  const Algorithm algorithms[] = {Algorithm::Ring, Algorithm::Hierarchical,
+                                  Algorithm::RecursiveDoubling, Algorithm::Bruck};
+  for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce})
+    for (Algorithm a : algorithms) {
+      const CallShape small = shape(k, 32 * K, 4, kNet, &twoByTwo);  // every message < 64 KiB
+      EXPECT_GT(predictUs(small, a, M, firstRail), 1.3 * predictUs(small, a, M, twoRails))
+          << static_cast<int>(k) << " " << static_cast<int>(a);
+      const CallShape large = shape(k, 64 * M, 4, kNet, &twoByTwo);
+      EXPECT_DOUBLE_EQ(predictUs(large, a, M, firstRail), predictUs(large, a, M, twoRails))
+          << static_cast<int>(k) << " " << static_cast<int>(a);
+    }
+  // A message of 64 KiB is striped: recursive doubling's AllReduce of 64 KiB costs the same.
+  const CallShape ar = shape(CollKind::AllReduce, 64 * K, 4, kNet, &twoByTwo);
+  EXPECT_DOUBLE_EQ(predictUs(ar, Algorithm::RecursiveDoubling, M, firstRail),
+                   predictUs(ar, Algorithm::RecursiveDoubling, M, twoRails));
+  // Hierarchical AllGather moves a node's 32 KiB across in 16 KiB messages: twice as long.
+  const CallShape ag = shape(CollKind::AllGather, 64 * K, 4, kNet, &twoByTwo);
+  const double wire = 32.0 * K / (0.05 * 1e3);  // us at the summed rate
+  EXPECT_NEAR(predictUs(ag, Algorithm::Hierarchical, M, firstRail) -
+                  predictUs(ag, Algorithm::Hierarchical, M, twoRails),
+              wire, 0.05 * wire);
+}
+
 TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
   CallShape s = shape(CollKind::AllGather, 64 * M, 4, kCma);
   s.override = AlgorithmOverride::parse("ring");
@@ -279,10 +311,14 @@ TEST(TunerFile, FabricFromTheNicRateUnlessTheFileSetsIt) {
   const double share = 2 * 1448.0 / (2 * 1514 + 66);
   EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 200e6 / 8 * share / 1e9, 1e-9);
   EXPECT_NE(TunerParams::fromConfig(c).fabricSource.find("SHARC_NIC_MBITS"), std::string::npos);
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 1.0);
   c.nics = {"eth0", "eth1"};  // SHARC_NICS: two rails
   EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 400e6 / 8 * share / 1e9, 1e-9);
+  // messages under 64 KiB use the first rail alone: half the link
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 0.5);
   c.nicMbits = 1e6;  // 1 Tbit/s of tcp: the progress thread's copies limit it
   EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, builtIn);
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 1.0);  // one rail as fast
   c.nicMbits = 200;
   c.tuner = {{"fabric.gbps", 3.0}};
   EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, 3.0);
