@@ -134,8 +134,7 @@ typedef struct {
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v8_t* props);
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
-  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
-                          void** collComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
   ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
@@ -232,8 +231,7 @@ typedef struct {
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v9_t* props);
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
-  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
-                          void** collComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
   ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
@@ -298,8 +296,7 @@ typedef struct {
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v10_t* props);
   ncclResult_t (*listen)(int dev, void* handle, void** listenComm);
-  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
-                          void** collComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
   ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
@@ -309,9 +306,8 @@ typedef struct {
                              ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,
                              void* recvMhandle, void** request);
   ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
-                             ncclNetSGE_v10_t* recvParts, size_t bytesPerRank,
-                             size_t windowOffset, size_t windowBytes, void* sendMhandle,
-                             void** request);
+                             ncclNetSGE_v10_t* recvParts, size_t bytesPerRank, size_t windowOffset,
+                             size_t windowBytes, void* sendMhandle, void** request);
   ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v10_t* sendParts,
                                  void* recvData, size_t bytesPerRank, size_t windowOffset,
                                  size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,
@@ -398,8 +394,7 @@ typedef struct {
   ncclResult_t (*devices)(int* ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v11_t* props);
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
-  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm,
-                          void** collComm);
+  ncclResult_t (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
   ncclResult_t (*reduceSupport)(ncclDataType_t dataType, ncclRedOp_t redOp, int* supported);
   ncclResult_t (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
   ncclResult_t (*regMrDmaBuf)(void* collComm, void* data, size_t size, int type, uint64_t offset,
@@ -409,9 +404,8 @@ typedef struct {
                              ncclDataType_t dataType, ncclRedOp_t redOp, void* sendMhandle,
                              void* recvMhandle, void** request);
   ncclResult_t (*iallgather)(void* collComm, void* sendData, int nRecvParts,
-                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank,
-                             size_t windowOffset, size_t windowBytes, void* sendMhandle,
-                             void** request);
+                             ncclNetSGE_v11_t* recvParts, size_t bytesPerRank, size_t windowOffset,
+                             size_t windowBytes, void* sendMhandle, void** request);
   ncclResult_t (*ireducescatter)(void* collComm, int nSendParts, ncclNetSGE_v11_t* sendParts,
                                  void* recvData, size_t bytesPerRank, size_t windowOffset,
                                  size_t windowBytes, ncclDataType_t dataType, ncclRedOp_t redOp,

@@ -1,8 +1,8 @@
 // Broadcast: a binomial tree, each chunk forwarded as soon as it arrives (pipelined), beside
 // a check that every rank names the same root.
 #include <algorithm>
-#include <string>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "algorithms.hpp"
@@ -36,7 +36,8 @@ void addRootCheck(Schedule& s, int n, int r, int root) {
     std::string text = "mismatched root: ";
     for (auto& [root, ranks] : byRoot) {
       std::sort(ranks.begin(), ranks.end());
-      text += (text.back() == ' ' ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ");
+      text +=
+          (text.back() == ' ' ? "" : "; ") + std::string(ranks.size() == 1 ? "rank " : "ranks ");
       for (size_t i = 0; i < ranks.size(); ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
       text += " passed root " + std::to_string(root);
     }

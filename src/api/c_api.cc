@@ -135,8 +135,7 @@ sharcResult_t sharcCommAbort(sharcComm_t comm) {
 }
 
 sharcResult_t sharcCommDumpTrace(sharcComm_t comm, const char* dir) {
-  return guarded(
-      [&] { get(comm, "sharcCommDumpTrace")->dumpTrace(dir == nullptr ? "" : dir); });
+  return guarded([&] { get(comm, "sharcCommDumpTrace")->dumpTrace(dir == nullptr ? "" : dir); });
 }
 
 sharcResult_t sharcCommCount(const sharcComm_t comm, int* count) {

@@ -66,8 +66,9 @@ CommState::StaticPlan CommunicatorImpl::staticPlan(CollKind kind, size_t count, 
   if (!forced && state_->size > 1 && fileChoice(shape, state_->nodes.nodes(), chosen)) {
     out.plan.algorithm = chosen.algorithm;
     out.plan.chunkBytes = chosen.chunkBytes;
-    out.plan.predictedUs = algo::predictUs(shape, chosen.algorithm, chosen.chunkBytes,
-                                           tunerParams(), withBreakdown ? &out.plan.breakdown : nullptr);
+    out.plan.predictedUs =
+        algo::predictUs(shape, chosen.algorithm, chosen.chunkBytes, tunerParams(),
+                        withBreakdown ? &out.plan.breakdown : nullptr);
     if (withBreakdown) out.plan.breakdown += " [SHARC_TUNER_FILE choice]";
     out.fixed = true;
   }
@@ -193,9 +194,9 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   // The host forms read and write with the CPU: device memory would crash them.
   if (count > 0 && cudaAvailable()) {
     const bool readsSend = kind != CollKind::Broadcast || root == state_->rank;
-    for (const auto& [p, name] : {std::pair<const void*, const char*>{readsSend ? send : nullptr,
-                                                                     "sendbuff"},
-                                  {recv, "recvbuff"}})
+    for (const auto& [p, name] :
+         {std::pair<const void*, const char*>{readsSend ? send : nullptr, "sendbuff"},
+          {recv, "recvbuff"}})
       if (p && memoryKind(p) == MemoryKind::Device)
         invalid(Result::InvalidArgument, state_->rank, kind,
                 std::string(name) +
@@ -337,8 +338,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   c.internalCall = "split";
   Request req;
   try {
-    req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8,
-                RedOp::Sum, 0);
+    req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8, RedOp::Sum,
+                0);
   } catch (...) {
     c.internalCall = "";
     throw;
@@ -372,7 +373,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   }
   auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
                                            c.nodes.subset(members), c.timeout.load(), c.algos);
- child->parentId = static_cast<int>(c.id);
+  child->parentId = static_cast<int>(c.id);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     child->start();
@@ -421,8 +422,7 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
       c.internalCall = "destroy";
       Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       c.internalCall = "";
-      waitRequest(*req.state_,
-                  std::min<std::chrono::milliseconds>(c.timeout.load(), closingWait));
+      waitRequest(*req.state_, std::min<std::chrono::milliseconds>(c.timeout.load(), closingWait));
     } catch (const std::exception& e) {
       c.internalCall = "";
       SHARC_INFO("rank " << c.rank << ": destroy: closing barrier failed: " << e.what());
@@ -443,11 +443,12 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
     c.engine->progressLocked();
   }
   if (std::chrono::steady_clock::now() > until - std::chrono::milliseconds(1900))
-    SHARC_INFO("rank " << c.rank << ": destroy: waited "
-                       << std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - (until - std::chrono::milliseconds(2000)))
-                              .count()
-                       << " ms for control messages to go out (" << c.controlState() << ")");
+    SHARC_INFO(
+        "rank " << c.rank << ": destroy: waited "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - (until - std::chrono::milliseconds(2000)))
+                       .count()
+                << " ms for control messages to go out (" << c.controlState() << ")");
   if (!c.quiescent()) {
     SHARC_WARN("rank " << c.rank << ": destroy: transfers still pending; leaking their state");
     new std::shared_ptr<CommState>(state_);  // deliberately leaked: the provider may write to it
@@ -467,8 +468,9 @@ void CommunicatorImpl::abort(const std::string& reason) noexcept {
       CommState& x = *todo[i];
       if (!x.aborted) {
         x.userAborted = true;
-        x.abort(i == 0 ? reason : "parent communicator " + std::to_string(c.id) + " aborted: " + reason,
-                Result::InvalidUsage);
+        x.abort(
+            i == 0 ? reason : "parent communicator " + std::to_string(c.id) + " aborted: " + reason,
+            Result::InvalidUsage);
       }
       for (auto& w : x.children)
         if (auto child = w.lock()) todo.push_back(child.get());
@@ -496,9 +498,9 @@ std::string CommunicatorImpl::dumpTrace(const std::string& dir) const {
 
 void CommunicatorImpl::setTimeout(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0)
-    throw Error(Result::InvalidArgument,
-                "rank " + std::to_string(rank()) + ": setTimeout: the timeout must be positive, got " +
-                    std::to_string(timeout.count()) + " ms");
+    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank()) +
+                                             ": setTimeout: the timeout must be positive, got " +
+                                             std::to_string(timeout.count()) + " ms");
   state_->timeout.store(timeout);
 }
 

@@ -2,9 +2,8 @@
 // communicator and everything split from it, the per-communicator state, and requests.
 #pragma once
 
-#include <atomic>
-
 #include <array>
+#include <atomic>
 #include <bitset>
 #include <chrono>
 #include <list>
@@ -138,9 +137,9 @@ class CommState final : public transport::TransferOwner {
   const algo::AlgorithmOverride algos;
   /// Collective calls issued so far: the last sequence number (tags carry its low 12 bits).
   uint64_t calls = 0;
-  uint64_t p2pGroups = 0;  ///< point-to-point groups issued so far
-  int parentId = -1;       ///< the communicator this one was split from (-1: the world)
-  const char* path = "host";  ///< "stream": the executor of stream-ordered calls
+  uint64_t p2pGroups = 0;         ///< point-to-point groups issued so far
+  int parentId = -1;              ///< the communicator this one was split from (-1: the world)
+  const char* path = "host";      ///< "stream": the executor of stream-ordered calls
   const char* internalCall = "";  ///< set around calls sharc makes itself (split, destroy)
   FlightRecorder recorder;
   /// Communicators split from this one: abort reaches them too.
@@ -229,10 +228,10 @@ class RequestState {
   std::chrono::steady_clock::time_point drainUntil{};
   uint64_t traceId = 0;  ///< its flight-record entry
   std::chrono::steady_clock::time_point startedAt{}, probedAt{};
-  int probedPeer = -1;        ///< the peer asked last, while its answer is awaited
+  int probedPeer = -1;           ///< the peer asked last, while its answer is awaited
   bool reportedSilence = false;  ///< the peer's silence has been logged
   bool graceGiven = false;       ///< the deadline was moved once (stall_probe.cc, kWaiterGrace)
-  std::string probeNote;      ///< what the stall probe found (added to a timeout's message)
+  std::string probeNote;         ///< what the stall probe found (added to a timeout's message)
 };
 
 class CommunicatorImpl {

@@ -78,7 +78,9 @@ bool Engine::progressLocked() {
       if (!r.comm->aborted) r.comm->abort(r.message, r.code);
       if (!r.comm->dumped) {
         r.comm->dumped = true;
-        requestDump(r.code == Result::Timeout ? "timeout" : notice ? "peer-failure" : "failure",
+        requestDump(r.code == Result::Timeout ? "timeout"
+                    : notice                  ? "peer-failure"
+                                              : "failure",
                     r.message);
       }
       r.drainUntil = Clock::now() + kCancelDrain;
@@ -204,8 +206,8 @@ void CommState::sendControl(int peer, std::string bytes) {
 void CommState::postControlSend(std::list<ControlSend>::iterator s) {
   const uint64_t tag =
       algo::tag::make(algo::tag::base(id, 0, 0), kControlRank, algo::tag::kControlSlot);
-  const auto st = engine->endpoint().postSend(peers[s->peer], tag, s->bytes.data(),
-                                              s->bytes.size(), s->transfer);
+  const auto st = engine->endpoint().postSend(peers[s->peer], tag, s->bytes.data(), s->bytes.size(),
+                                              s->transfer);
   if (st == transport::PostStatus::Retry) {
     // The provider cannot take it yet (over tcp: the connection to a peer this rank has not
     // talked to is being made). A lost abort notice would leave that peer to its timeout.

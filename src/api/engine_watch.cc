@@ -84,8 +84,8 @@ EngineWatch::~EngineWatch() {
 void EngineWatch::openSocket() {
   const std::string& dir = core::Config::get().traceSocket;
   mkdir(dir.c_str(), 0700);
-  socketPath_ = dir + "/sharc-" + engine_.world.key + "-rank" + std::to_string(engine_.world.rank) +
-                ".sock";
+  socketPath_ =
+      dir + "/sharc-" + engine_.world.key + "-rank" + std::to_string(engine_.world.rank) + ".sock";
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socketPath_.size() >= sizeof(addr.sun_path)) {
@@ -134,8 +134,7 @@ void EngineWatch::tick() {
   std::unique_lock<std::mutex> lock(engine_.mu, std::try_to_lock);
   // A call is making progress itself (and sends the stall probes): leave it alone, unless
   // the lock has been busy for half a second.
-  if (!lock.owns_lock() && clients.empty() && signals == signalsSeen_ && ++busyTicks_ < 5)
-    return;
+  if (!lock.owns_lock() && clients.empty() && signals == signalsSeen_ && ++busyTicks_ < 5) return;
   if (!lock.owns_lock()) lock.lock();
   busyTicks_ = 0;
   engine_.progressLocked();

@@ -127,8 +127,9 @@ std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& sha
   std::vector<LearnedPlan> out{incumbent};
   for (const auto* list : {&bestPerAlgorithm, &all})
     for (const Scored& s : *list)
-      if (out.size() < kMaxPlans &&
-          std::none_of(out.begin(), out.end(), [&](const LearnedPlan& p) { return same(p, s.plan); }))
+      if (out.size() < kMaxPlans && std::none_of(out.begin(), out.end(), [&](const LearnedPlan& p) {
+            return same(p, s.plan);
+          }))
         out.push_back(s.plan);
   return out;
 }
@@ -253,8 +254,8 @@ std::string LearnedTuner::decide(uint64_t key) {
     const double keep = reduced[2 + s.incumbent];
     if (keep < kMissing / 2 && keep <= kKeepMargin * reduced[2 + best]) best = s.incumbent;
     log << "learned " << planLabel(s.plans[best]) << " (" << fmtUs(reduced[2 + best])
-        << "; incumbent " << planLabel(incumbent) << " " << fmtUs(keep)
-        << "); medians of " << kRounds << " calls, slowest rank:";
+        << "; incumbent " << planLabel(incumbent) << " " << fmtUs(keep) << "); medians of "
+        << kRounds << " calls, slowest rank:";
     for (size_t i = 0; i < s.plans.size(); ++i)
       log << (i ? ", " : " ") << planLabel(s.plans[i]) << " " << fmtUs(reduced[2 + i]);
   }

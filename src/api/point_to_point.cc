@@ -36,8 +36,10 @@ class ExchangeBootstrap final : public bootstrap::Bootstrap {
     std::vector<std::string> all = fn_(blob);
     if (all.size() != static_cast<size_t>(size_))
       invalid(Result::InvalidUsage, rank_, "exchange round " + std::to_string(round_),
-              "the exchange returned " + std::to_string(all.size()) + " blobs (expected one per "
-                  "rank: " + std::to_string(size_) + ")");
+              "the exchange returned " + std::to_string(all.size()) +
+                  " blobs (expected one per "
+                  "rank: " +
+                  std::to_string(size_) + ")");
     if (all[static_cast<size_t>(rank_)] != blob)
       invalid(Result::InvalidUsage, rank_, "exchange round " + std::to_string(round_),
               "the exchange returned another blob at this rank's index (are the ranks given to "
@@ -106,8 +108,10 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
     const int m = members[i];
     if (m < 0 || m >= c.size || !seen.insert(m).second)
       invalid(Result::InvalidArgument, c.rank, call,
-              "member " + std::to_string(m) + " is out of range or repeated (expected distinct "
-                  "ranks in 0.." + std::to_string(c.size - 1) + ")");
+              "member " + std::to_string(m) +
+                  " is out of range or repeated (expected distinct "
+                  "ranks in 0.." +
+                  std::to_string(c.size - 1) + ")");
     if (m == c.rank) newRank = static_cast<int>(i);
   }
   if (newRank < 0)
@@ -121,21 +125,25 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);
     for (uint32_t i = 0; i < algo::tag::kMaxComms; ++i)
-      if (c.engine->usedCommIds.test(i)) mine[i / 8] = static_cast<char>(mine[i / 8] | 1 << (i % 8));
+      if (c.engine->usedCommIds.test(i))
+        mine[i / 8] = static_cast<char>(mine[i / 8] | 1 << (i % 8));
   }
   mine.append(reinterpret_cast<const char*>(members.data()), members.size() * sizeof(int));
   const std::vector<std::string> all = exchange(mine);
   if (all.size() != members.size())
     invalid(Result::InvalidUsage, c.rank, call,
-            "the exchange returned " + std::to_string(all.size()) + " blobs (expected one per "
-                "member: " + std::to_string(members.size()) + ")");
+            "the exchange returned " + std::to_string(all.size()) +
+                " blobs (expected one per "
+                "member: " +
+                std::to_string(members.size()) + ")");
   std::string used(sizeof(uint64_t) * kWords, '\0');
   for (size_t i = 0; i < all.size(); ++i) {
     if (all[i].size() != mine.size() ||
         std::memcmp(all[i].data() + used.size(), mine.data() + used.size(),
                     mine.size() - used.size()) != 0)
       invalid(Result::InvalidUsage, c.rank, call,
-              "member " + std::to_string(i) + " passed another member list (every member must "
+              "member " + std::to_string(i) +
+                  " passed another member list (every member must "
                   "pass the same ranks in the same order)");
     for (size_t b = 0; b < used.size(); ++b) used[b] = static_cast<char>(used[b] | all[i][b]);
   }
@@ -153,9 +161,9 @@ std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>&
     peers.push_back(c.peers[static_cast<size_t>(m)]);
     if (!c.pids.empty()) pids.push_back(c.pids[static_cast<size_t>(m)]);
   }
-  auto child = std::make_shared<CommState>(c.engine, id, newRank, std::move(peers), std::move(pids),
-                                           c.nodes.subset(members),
-                                           timeout.count() > 0 ? timeout : c.timeout.load(), c.algos);
+  auto child = std::make_shared<CommState>(
+      c.engine, id, newRank, std::move(peers), std::move(pids), c.nodes.subset(members),
+      timeout.count() > 0 ? timeout : c.timeout.load(), c.algos);
   child->parentId = static_cast<int>(c.id);
   {
     std::lock_guard<std::mutex> lock(c.engine->mu);

@@ -27,9 +27,9 @@ struct ProbeQuery {
   ProbeCall mine;  // the asker's call
 };
 struct ProbeReply {
-  uint64_t askedSeq = 0;     // the sequence the asker is in
-  ProbeCall atAskedSeq;      // what this rank called at that sequence (seq 0: not yet/unknown)
-  ProbeCall current;         // this rank's oldest call in progress (seq 0: none)
+  uint64_t askedSeq = 0;  // the sequence the asker is in
+  ProbeCall atAskedSeq;   // what this rank called at that sequence (seq 0: not yet/unknown)
+  ProbeCall current;      // this rank's oldest call in progress (seq 0: none)
   uint64_t lastCompletedSeq = 0;
   int64_t lastCompletedAgeMs = -1;  // -1: none completed
   int32_t currentWaitsOn = -1;      // communicator rank its current call waits on
@@ -205,11 +205,10 @@ void CommState::readReply(int peer, const std::string& body) {
   r->reportedSilence = false;
   const std::string me = "rank " + std::to_string(rank) + " is in " + mine.describe();
   if (a.atAskedSeq.seq == mine.seq && !mine.sameCall(a.atAskedSeq)) {
-    const std::string what = "mismatched calls: " + me + ", rank " + std::to_string(peer) +
-                             (a.atAskedSeq.state == static_cast<uint8_t>(TraceState::Started)
-                                  ? " in "
-                                  : " called ") +
-                             a.atAskedSeq.describe() + " (every rank must make the same calls)";
+    const std::string what =
+        "mismatched calls: " + me + ", rank " + std::to_string(peer) +
+        (a.atAskedSeq.state == static_cast<uint8_t>(TraceState::Started) ? " in " : " called ") +
+        a.atAskedSeq.describe() + " (every rank must make the same calls)";
     r->schedule->fail(Result::InvalidUsage, r->schedule->describe() + ": " + what);
     return;
   }
@@ -221,8 +220,8 @@ void CommState::readReply(int peer, const std::string& body) {
     else if (a.currentWaitsOn >= 0 && a.current.seq == mine.seq)
       note << ", waiting on rank " << a.currentWaitsOn;
   } else {
-    note << "rank " << peer << " has not called " << algo::collKindName(e->kind) << " #"
-         << mine.seq << "; ";
+    note << "rank " << peer << " has not called " << algo::collKindName(e->kind) << " #" << mine.seq
+         << "; ";
     if (a.current.seq != 0)
       note << "it is in " << a.current.describe()
            << (a.currentWaitsOn >= 0 ? ", waiting on rank " + std::to_string(a.currentWaitsOn)

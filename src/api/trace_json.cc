@@ -73,8 +73,8 @@ void communicatorJson(std::string& out, const Engine& engine, const CommState& c
   for (const TraceEntry* e : c.recorder.entries()) {
     if (!first) out += ',';
     first = false;
-    const RequestState* r = e->state == TraceState::Started ? engine.activeRequest(&c, e->id)
-                                                            : nullptr;
+    const RequestState* r =
+        e->state == TraceState::Started ? engine.activeRequest(&c, e->id) : nullptr;
     if (r == nullptr) {
       appendEntryJson(out, *e);
       continue;
@@ -94,8 +94,8 @@ std::string Engine::traceJson(const std::string& reason, const std::string& mess
   text(out, "reason", reason);
   text(out, "message", message);
   number(out, "time_ns", wallClockNs());
-  text(out, "host", world.rank < static_cast<int>(world.hosts.size()) ? world.hosts[world.rank]
-                                                                       : std::string());
+  text(out, "host",
+       world.rank < static_cast<int>(world.hosts.size()) ? world.hosts[world.rank] : std::string());
   number(out, "pid", static_cast<int64_t>(getpid()));
   key(out, "world");
   out += '{';
@@ -111,7 +111,8 @@ std::string Engine::traceJson(const std::string& reason, const std::string& mess
   out += "],";
   key(out, "pids");
   out += '[';
-  for (size_t i = 0; i < world.pids.size(); ++i) out += (i ? "," : "") + std::to_string(world.pids[i]);
+  for (size_t i = 0; i < world.pids.size(); ++i)
+    out += (i ? "," : "") + std::to_string(world.pids[i]);
   out += "]},";
   number(out, "stall_probe_ms", core::Config::get().stallProbe.count());
   key(out, "communicators");

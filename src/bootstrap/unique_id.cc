@@ -98,7 +98,6 @@ uint64_t randomToken() {
   return token != 0 ? token : 0x9e3779b97f4a7c15ull;  // 0 is reserved as "no token"
 }
 
-
 std::string RootAddress::toString() const {
   return net::joinHostPort(host, port);
 }

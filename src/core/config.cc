@@ -1,7 +1,5 @@
 #include "config.hpp"
 
-#include "fault_plan.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -12,6 +10,8 @@
 #include <sharc/error.hpp>
 #include <sstream>
 #include <string_view>
+
+#include "fault_plan.hpp"
 
 namespace sharc::core {
 namespace {
@@ -205,8 +205,7 @@ std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::s
     c.nodes = static_cast<int>(nodes);
     std::stringstream words(value);
     std::string chunk;
-    if (!(words >> c.algorithm >> chunk) || !chunk.starts_with("chunk=") || (words >> chunk))
-      bad();
+    if (!(words >> c.algorithm >> chunk) || !chunk.starts_with("chunk=") || (words >> chunk)) bad();
     if (std::none_of(std::begin(kAlgorithms), std::end(kAlgorithms),
                      [&](const char* a) { return c.algorithm == a; }))
       bad();
@@ -242,7 +241,8 @@ Config Config::load() {
     std::ifstream in(*v, std::ios::binary);
     std::string text(static_cast<size_t>(kMaxTunerFile) + 1, '\0');
     if (in) in.read(text.data(), kMaxTunerFile + 1);
-    if (!in && !in.eof()) badValue("SHARC_TUNER_FILE", *v, "a readable file of `key = value` lines");
+    if (!in && !in.eof())
+      badValue("SHARC_TUNER_FILE", *v, "a readable file of `key = value` lines");
     text.resize(static_cast<size_t>(in.gcount()));
     if (text.size() > static_cast<size_t>(kMaxTunerFile))
       badValue("SHARC_TUNER_FILE", *v, "a file of at most 1 MiB of `key = value` lines");

@@ -104,8 +104,8 @@ struct Config {
 
 /// The keys a SHARC_TUNER_FILE may set (the tuner's parameters, src/algorithms/tuner.hpp).
 inline constexpr const char* kTunerKeys[] = {
-    "local.alpha_us", "local.gbps", "fabric.alpha_us", "fabric.gbps",      "copy.gbps",
-    "reduce.gbps",    "step_us",    "cores",           "local.cache_gbps", "switch_us",
+    "local.alpha_us",     "local.gbps", "fabric.alpha_us", "fabric.gbps",      "copy.gbps",
+    "reduce.gbps",        "step_us",    "cores",           "local.cache_gbps", "switch_us",
     "fabric.half_duplex", "cma.gbps"};
 
 /// The `choice.` lines of a SHARC_TUNER_FILE (parseTunerText skips them); throws

@@ -15,8 +15,8 @@ namespace {
 
 constexpr const char* kEventKeys = "rank=R,seq=N[,comm=C][,after=K]";
 constexpr const char* kDelayForm = "delay:rank=R,ms=T[,comm=C][,seq=N|seq=A-B]";
-constexpr uint64_t kMaxRank = 65535;     // algo::tag::kMaxRanks - 1
-constexpr uint64_t kMaxComm = 4095;      // algo::tag::kMaxComms - 1
+constexpr uint64_t kMaxRank = 65535;  // algo::tag::kMaxRanks - 1
+constexpr uint64_t kMaxComm = 4095;   // algo::tag::kMaxComms - 1
 constexpr uint64_t kMaxDelayMs = 3600000;
 
 std::string_view trim(std::string_view s) {
@@ -70,7 +70,8 @@ FaultRule parseRule(std::string_view text) {
     const std::string_view item = trim(rest.substr(0, comma));
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos)
-      bad(text, item.empty() ? "an empty key=value item" : "'" + std::string(item) + "' is not key=value",
+      bad(text,
+          item.empty() ? "an empty key=value item" : "'" + std::string(item) + "' is not key=value",
           form);
     const std::string key(trim(item.substr(0, eq)));
     const std::string_view value = trim(item.substr(eq + 1));
@@ -182,11 +183,11 @@ FaultAction FaultPlan::fire(size_t i, int worldRank, uint32_t comm, uint64_t seq
   const std::string where = "collective #" + std::to_string(seq) + " of communicator " +
                             std::to_string(comm) +
                             (r.after ? " after " + std::to_string(r.after) + " transfers" : "");
-  SHARC_WARN("rank " << worldRank << ": SHARC_FAULT rule '" << r.text << "': "
-                     << faultActionName(r.action) << " at " << where);
+  SHARC_WARN("rank " << worldRank << ": SHARC_FAULT rule '" << r.text
+                     << "': " << faultActionName(r.action) << " at " << where);
   if (r.action == FaultAction::Drop)
-    drops_.emplace_back(worldRank, "endpoint dropped by SHARC_FAULT (rule '" + r.text + "' at " +
-                                       where + ")");
+    drops_.emplace_back(worldRank,
+                        "endpoint dropped by SHARC_FAULT (rule '" + r.text + "' at " + where + ")");
   return r.action;
 }
 
@@ -213,10 +214,9 @@ void FaultPlan::atCall(uint32_t commId, int worldRank, uint64_t seq) {
         continue;
       if (r.after > 0 || r.action == FaultAction::Fail) {
         spent_[i] = true;  // armed once, even where several communicators reach seq
-        armed_.push_back({i, worldRank, commId, tagSeq, seq, r.after,
-                          r.after == 0});
-        SHARC_INFO("rank " << worldRank << ": SHARC_FAULT rule '" << r.text << "' armed at collective #"
-                           << seq << " of communicator " << commId);
+        armed_.push_back({i, worldRank, commId, tagSeq, seq, r.after, r.after == 0});
+        SHARC_INFO("rank " << worldRank << ": SHARC_FAULT rule '" << r.text
+                           << "' armed at collective #" << seq << " of communicator " << commId);
       } else {
         const FaultAction a = fire(i, worldRank, commId, seq);
         if (a != FaultAction::Drop) now = a;

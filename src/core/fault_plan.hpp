@@ -31,13 +31,13 @@ const char* faultActionName(FaultAction action);
 /// One parsed rule of SHARC_FAULT.
 struct FaultRule {
   FaultAction action = FaultAction::Kill;
-  int rank = 0;                     ///< world rank that injects the fault
-  std::optional<uint32_t> comm;     ///< communicator id; none = any
-  uint64_t seq = 0;                 ///< 1-based collective number (delay: first; 0 = every call)
-  uint64_t seqLast = 0;             ///< delay: last collective delayed (inclusive; 0 = open)
-  uint64_t after = 0;               ///< transfers of the call that complete before the fault
+  int rank = 0;                        ///< world rank that injects the fault
+  std::optional<uint32_t> comm;        ///< communicator id; none = any
+  uint64_t seq = 0;                    ///< 1-based collective number (delay: first; 0 = every call)
+  uint64_t seqLast = 0;                ///< delay: last collective delayed (inclusive; 0 = open)
+  uint64_t after = 0;                  ///< transfers of the call that complete before the fault
   std::chrono::milliseconds delay{0};  ///< delay: how long each send waits before it is posted
-  std::string text;                 ///< the rule as written (for messages)
+  std::string text;                    ///< the rule as written (for messages)
 };
 
 /// What a transfer completion on a faulty endpoint turns into.
@@ -114,7 +114,7 @@ class FaultPlan {
   std::vector<FaultRule> rules_;
   mutable std::mutex mu_;
   std::vector<Armed> armed_;
-  std::vector<bool> spent_;                 // per rule: fired (kill, stop, fail, drop fire once)
+  std::vector<bool> spent_;  // per rule: fired (kill, stop, fail, drop fire once)
   std::vector<std::pair<int, std::string>> drops_;  // world rank -> reason
   // Last collective started per (world rank, comm): maps a tag's 12-bit sequence back to it.
   struct Latest {

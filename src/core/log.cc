@@ -34,7 +34,9 @@ void setLogRank(int rank) noexcept {
   gRank.compare_exchange_strong(expected, rank);
 }
 
-void setLogSink(LogSink sink) noexcept { gSink.store(sink); }
+void setLogSink(LogSink sink) noexcept {
+  gSink.store(sink);
+}
 
 void logLine(LogLevel level, const std::string& message) noexcept {
   if (LogSink sink = gSink.load()) {

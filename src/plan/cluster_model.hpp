@@ -27,7 +27,7 @@ Prediction predictGroup(const Cluster& cluster, int nodes, int ranksPerNode, int
 /// run with `algorithm` (algo::algorithmName) on `nodes` x `ranksPerNode` ranks numbered
 /// node by node, from the algorithm's pattern: ring (n-1)/n of the data per node
 /// (AllReduce twice), hierarchical (N-1)/N, the log-step ones step by step.
-double interNodeBytesPerNode(const std::string& algorithm, Collective c, double bytes,
-                             int nodes, int ranksPerNode);
+double interNodeBytesPerNode(const std::string& algorithm, Collective c, double bytes, int nodes,
+                             int ranksPerNode);
 
 }  // namespace sharc::plan

@@ -75,21 +75,20 @@ Cluster unfittedProfile(const std::string& name) {
     return gpuNode(name, "AWS EC2 P5 page; NVIDIA H100 SXM5 datasheet", 80, 450, 32, 100, 3350);
   // p5en.48xlarge [p5en][H200]: 16 x 200 Gb/s = 400 GB/s per node.
   if (name == "p5en.48xlarge")
-    return gpuNode(name, "AWS EC2 P5 page (p5en); NVIDIA H200 datasheet", 141, 450, 16, 200,
-                   4800);
+    return gpuNode(name, "AWS EC2 P5 page (p5en); NVIDIA H200 datasheet", 141, 450, 16, 200, 4800);
   // p4d.24xlarge [p4d][A100]: 4 x 100 Gb/s = 50 GB/s per node; 300 GB/s NVLink per GPU.
   if (name == "p4d.24xlarge")
-    return gpuNode(name, "AWS P4d deep dive (compute blog); NVIDIA A100 40GB datasheet", 40,
-                   300, 4, 100, 1555);
+    return gpuNode(name, "AWS P4d deep dive (compute blog); NVIDIA A100 40GB datasheet", 40, 300, 4,
+                   100, 1555);
   // p4de.24xlarge: p4d with A100 80 GB HBM2e [A100] (backtest only: the 2 x p4de point).
   if (name == "p4de.24xlarge")
-    return gpuNode(name, "AWS P4de (p4d with A100 80GB); NVIDIA A100 80GB datasheet", 80, 300,
-                   4, 100, 2039);
+    return gpuNode(name, "AWS P4de (p4d with A100 80GB); NVIDIA A100 80GB datasheet", 80, 300, 4,
+                   100, 2039);
   std::string valid;
   for (const auto& n : builtinClusterNames()) valid += (valid.empty() ? "" : ", ") + n;
-  throw Error(Result::InvalidArgument,
-              "plan: unknown instance profile '" + name + "' (expected one of " + valid +
-                  ", or p4de.24xlarge for the backtest)");
+  throw Error(Result::InvalidArgument, "plan: unknown instance profile '" + name +
+                                           "' (expected one of " + valid +
+                                           ", or p4de.24xlarge for the backtest)");
 }
 
 std::string efficiencySourceOf(const std::string& instance) {

@@ -438,8 +438,7 @@ class FabricEndpoint final : public Endpoint {
   std::string lastError_;
   unsigned char zeroByte_ = 0;
   // checkIgnoreMask's state.
-  bool staleIgnoreMatching_ =
-      provider_ == "shm" && FI_VERSION_LT(fi_version(), FI_VERSION(1, 19));
+  bool staleIgnoreMatching_ = provider_ == "shm" && FI_VERSION_LT(fi_version(), FI_VERSION(1, 19));
   bool anyRecv_ = false;
   bool mixedIgnoreWarned_ = false;
   uint64_t firstIgnore_ = 0;

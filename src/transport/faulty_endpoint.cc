@@ -88,9 +88,8 @@ PostStatus FaultyEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf
       held_.erase(it);
     }
   }
-  return postShadowed(t, tag, collective(tag), [&](Transfer& s) {
-    return inner_->postSend(peer, tag, buf, len, s);
-  });
+  return postShadowed(t, tag, collective(tag),
+                      [&](Transfer& s) { return inner_->postSend(peer, tag, buf, len, s); });
 }
 
 PostStatus FaultyEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,

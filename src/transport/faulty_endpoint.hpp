@@ -21,9 +21,7 @@ class FaultyEndpoint final : public Endpoint, private TransferOwner {
 
   std::string providerName() const override { return inner_->providerName(); }
   std::string localAddress() const override { return inner_->localAddress(); }
-  void setPeers(const std::vector<std::string>& addresses) override {
-    inner_->setPeers(addresses);
-  }
+  void setPeers(const std::vector<std::string>& addresses) override { inner_->setPeers(addresses); }
   size_t maxMessageSize() const override { return inner_->maxMessageSize(); }
   /// Waits (answers Retry) while a delay rule holds the send back; fails once dropped.
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,

@@ -33,7 +33,7 @@ FiInfoPtr tagAllInfo(const std::string& provider, std::string& why, uint64_t ext
   // We only hand local descriptors to send/recv, so these registration modes are all fine.
   hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
   if (extraCaps & FI_HMEM) hints->domain_attr->mr_mode |= FI_MR_HMEM;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;          // sharc serialises calls per endpoint
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // sharc serialises calls per endpoint
   hints->fabric_attr->prov_name = strdup(provider.c_str());
   fi_info* raw = nullptr;
   const int rc = fi_getinfo(api, nullptr, nullptr, 0, hints.get(), &raw);

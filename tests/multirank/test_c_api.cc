@@ -1,12 +1,11 @@
 // The C API: unique id from the parent process, collectives, errors as result codes, abort.
 #include <gtest/gtest.h>
 #include <sharc/sharc.h>
-
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -102,9 +101,9 @@ TEST(CApi, MisuseFailsEveryRankFastAndTheRecordIsWritten) {
           if (res != sharcSuccess) {
             // failed through the notice already
           } else if (which == "other") {
-            res = ctx.rank == 0 ? sharcAllReduce(in.data(), out.data(), 100, sharcFloat32, sharcSum,
-                                                 comm)
-                                : sharcAllGather(in.data(), out.data(), 100, sharcFloat32, comm);
+            res = ctx.rank == 0
+                      ? sharcAllReduce(in.data(), out.data(), 100, sharcFloat32, sharcSum, comm)
+                      : sharcAllGather(in.data(), out.data(), 100, sharcFloat32, comm);
           } else if (which == "skip") {
             res = ctx.rank == 3 ? sharcBarrier(comm)  // skipped the all-gather: its next call
                                 : sharcAllGather(in.data(), out.data(), 100, sharcFloat32, comm);

@@ -3,12 +3,12 @@
 // results (delay) or an error on every surviving rank in bounded time, never a hang. The
 // harness forks the ranks and sets SHARC_FAULT before each child reads its configuration, so
 // every test has its own plan.
-#include <algorithm>
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <ostream>
@@ -133,7 +133,8 @@ TEST_P(FaultInjection, KilledRankFailsTheSurvivorsNamingIt) {
           auto comm = Communicator::createFromEnvironment();
           Clock::duration took{};
           const Error e = failingCall(*comm, 3, took);
-          if (ctx.rank == 1) throw std::runtime_error("rank 1 survived its kill: " + std::string(e.what()));
+          if (ctx.rank == 1)
+            throw std::runtime_error("rank 1 survived its kill: " + std::string(e.what()));
           EXPECT_TRUE(contains(e.what(), "peer 1") || contains(e.what(), "rank 1")) << e.what();
           EXPECT_LT(seconds(took), 5.0 + 2.0) << e.what();
         },
@@ -159,7 +160,8 @@ TEST_P(FaultInjection, StoppedRankTimesTheSurvivorsOut) {
         comm->allGather(&mine, pids.data(), 1, DataType::Int32);  // call 1
         Clock::duration took{};
         const Error e = failingCall(*comm, 2, took);  // all-reduce 2 is collective #3
-        if (ctx.rank == 1) throw std::runtime_error("rank 1 was not stopped: " + std::string(e.what()));
+        if (ctx.rank == 1)
+          throw std::runtime_error("rank 1 was not stopped: " + std::string(e.what()));
         EXPECT_TRUE(e.code() == Result::Timeout || e.code() == Result::RemoteError) << e.what();
         EXPECT_TRUE(contains(e.what(), "timed out")) << e.what();  // its own or a peer's
         EXPECT_LT(seconds(took), 3.0 + 2.0) << e.what();
@@ -182,8 +184,9 @@ TEST_P(FaultInjection, FailedCompletionFailsEveryRankFast) {
         const Error e = failingCall(*comm, 3, took);
         if (ctx.rank == 1) {
           EXPECT_EQ(e.code(), Result::SystemError) << e.what();
-          EXPECT_TRUE(contains(e.what(), "completion error injected by SHARC_FAULT (rule "
-                                         "'fail:rank=1,seq=3,after=1' at collective #3"))
+          EXPECT_TRUE(contains(e.what(),
+                               "completion error injected by SHARC_FAULT (rule "
+                               "'fail:rank=1,seq=3,after=1' at collective #3"))
               << e.what();
         } else {
           // Through rank 1's abort notice, or, when a rank that failed through it has already
@@ -234,8 +237,9 @@ TEST_P(FaultInjection, DroppedEndpointFailsEveryRankWithinTheTimeout) {
         // Within the timeout plus 2 s of the call that met the dropped rank.
         EXPECT_LT(seconds(took), 3.0 + 2.0) << e.what();
         if (ctx.rank == 2) {
-          EXPECT_TRUE(contains(e.what(), "endpoint dropped by SHARC_FAULT (rule "
-                                         "'drop:rank=2,seq=3,after=1'"))
+          EXPECT_TRUE(contains(e.what(),
+                               "endpoint dropped by SHARC_FAULT (rule "
+                               "'drop:rank=2,seq=3,after=1'"))
               << e.what();
           std::this_thread::sleep_for(std::chrono::seconds(6));
         } else {
@@ -267,8 +271,9 @@ TEST(FaultInjectionConfig, MalformedPlanFailsCreation) {
           // Rank 0 serves the rendezvous: it stays a moment, so that rank 1 gets that far too.
           if (ctx.rank == 0) std::this_thread::sleep_for(std::chrono::seconds(3));
           EXPECT_EQ(e.code(), Result::InvalidArgument);
-          EXPECT_TRUE(contains(e.what(), "SHARC_FAULT rule 'kill:rank=1' is malformed: seq= is "
-                                         "missing"))
+          EXPECT_TRUE(contains(e.what(),
+                               "SHARC_FAULT rule 'kill:rank=1' is malformed: seq= is "
+                               "missing"))
               << e.what();
         }
       },

@@ -3,6 +3,7 @@
 // SHARC_TUNER_LEARN=0 stop it, and learned choices survive a SHARC_TUNER_SAVE /
 // SHARC_TUNER_FILE round trip.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -11,7 +12,6 @@
 #include <sharc/communicator.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "collective_check.hpp"
@@ -53,7 +53,9 @@ std::vector<Entry> record(const Communicator& comm) {
 }
 
 const char* kindName(Coll c) {
-  return c == Coll::AllGather ? "AllGather" : c == Coll::ReduceScatter ? "ReduceScatter" : "AllReduce";
+  return c == Coll::AllGather       ? "AllGather"
+         : c == Coll::ReduceScatter ? "ReduceScatter"
+                                    : "AllReduce";
 }
 CollectiveKind planKind(Coll c) {
   return c == Coll::AllGather       ? CollectiveKind::AllGather
@@ -93,13 +95,13 @@ void learnAndCheck(Communicator& comm) {
           tried.insert(e.algorithm + "/" + std::to_string(e.chunk));
         } else if (agreements == 1) {
           // The call that issues the agreement still runs the incumbent (the model's plan).
-          if (after++ > 0 && (e.algorithm != p.algorithm || e.chunk != p.chunkBytes))
-            ++otherAfter;
+          if (after++ > 0 && (e.algorithm != p.algorithm || e.chunk != p.chunkBytes)) ++otherAfter;
         }
       }
     }
-    const int expectedAgreements =
-        coll == Coll::ReduceScatter ? 1 : coll == Coll::AllGather ? 2 : 3;
+    const int expectedAgreements = coll == Coll::ReduceScatter ? 1
+                                   : coll == Coll::AllGather   ? 2
+                                                               : 3;
     EXPECT_EQ(agreements, expectedAgreements) << collName(coll);
     if (coll == Coll::ReduceScatter) {
       const int explored = before - kAfter;
@@ -158,9 +160,9 @@ TEST(LearnedTuner, SplitCommunicatorsAndCallsInFlightAgree) {
           inFlight[b] = pair->ireduceScatter(send[b].data(), recv[b].data(), kCount,
                                              DataType::Float32, RedOp::Sum);
           if (i % 5 == 0) {
-            ASSERT_EQ(runAndCheck(*world, Coll::AllReduce, DataType::Float32, RedOp::Sum, 1000,
-                                  false),
-                      "");
+            ASSERT_EQ(
+                runAndCheck(*world, Coll::AllReduce, DataType::Float32, RedOp::Sum, 1000, false),
+                "");
           }
           if (i > 0) {
             inFlight[1 - b].wait();
@@ -177,8 +179,8 @@ TEST(LearnedTuner, SplitCommunicatorsAndCallsInFlightAgree) {
 }
 
 TEST(LearnedTuner, SharcAlgoAndLearnOffStopExploring) {
-  for (const auto& [var, value] : {std::pair<std::string, std::string>{"SHARC_ALGO", "ring"},
-                                   {"SHARC_TUNER_LEARN", "0"}}) {
+  for (const auto& [var, value] :
+       {std::pair<std::string, std::string>{"SHARC_ALGO", "ring"}, {"SHARC_TUNER_LEARN", "0"}}) {
     SCOPED_TRACE(var + "=" + value);
     RunOptions o = opts();
     o.env[var] = value;
@@ -186,7 +188,8 @@ TEST(LearnedTuner, SharcAlgoAndLearnOffStopExploring) {
         3,
         [&](const RankContext&) {
           auto comm = Communicator::createFromEnvironment();
-          const CallPlan model = comm->plan(CollectiveKind::ReduceScatter, kCount, DataType::Float32);
+          const CallPlan model =
+              comm->plan(CollectiveKind::ReduceScatter, kCount, DataType::Float32);
           for (int i = 0; i < kCalls; ++i)
             ASSERT_EQ(runAndCheck(*comm, Coll::ReduceScatter, DataType::Float32, RedOp::Sum, kCount,
                                   false),
@@ -223,8 +226,9 @@ TEST(LearnedTuner, SavedChoicesAreReadBackAndHonoured) {
       [](const RankContext&) {
         auto comm = Communicator::createFromEnvironment();
         for (int i = 0; i < kCalls; ++i)
-          ASSERT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum, kCount, false),
-                    "");
+          ASSERT_EQ(
+              runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum, kCount, false),
+              "");
         const CallPlan p = comm->plan(CollectiveKind::AllReduce, kCount, DataType::Float32);
         // The choice, as job 2 must see it, next to the file.
         std::ofstream(std::string(std::getenv("SHARC_TUNER_SAVE")) + ".expected")
@@ -259,8 +263,8 @@ TEST(LearnedTuner, SavedChoicesAreReadBackAndHonoured) {
         EXPECT_EQ(p.chunkBytes, expectedChunk);
         EXPECT_NE(p.breakdown.find("SHARC_TUNER_FILE"), std::string::npos) << p.breakdown;
         for (int i = 0; i < kCalls; ++i)
-          ASSERT_EQ(runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum, kCount, true),
-                    "");
+          ASSERT_EQ(
+              runAndCheck(*comm, Coll::AllReduce, DataType::Float32, RedOp::Sum, kCount, true), "");
         for (const Entry& e : record(*comm)) {
           EXPECT_NE(e.internal, "tuner");
           if (e.collective == "AllReduce") {
@@ -287,8 +291,9 @@ TEST(LearnedTuner, AHandWrittenChoiceWinsOverTheModel) {
         EXPECT_EQ(comm->plan(CollectiveKind::AllGather, kCount, DataType::Float32).algorithm,
                   "bruck");
         for (int i = 0; i < 10; ++i)
-          ASSERT_EQ(runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, kCount, false),
-                    "");
+          ASSERT_EQ(
+              runAndCheck(*comm, Coll::AllGather, DataType::Float32, RedOp::Sum, kCount, false),
+              "");
         for (const Entry& e : record(*comm))
           if (e.collective == "AllGather" && e.internal.empty()) {
             EXPECT_EQ(e.algorithm, "bruck");
@@ -299,11 +304,10 @@ TEST(LearnedTuner, AHandWrittenChoiceWinsOverTheModel) {
 }
 
 TEST(LearnedTuner, MalformedChoiceLinesAreRejected) {
-  for (const char* line : {"choice.allgather.16384.3 = ring chunk=65536",
-                           "choice.gather.16384.3.1 = ring chunk=65536",
-                           "choice.allgather.16384.3.1 = fastest chunk=65536",
-                           "choice.allgather.16384.3.1 = ring chunk=100",
-                           "choice.allgather.16384.3.1 = ring"}) {
+  for (const char* line :
+       {"choice.allgather.16384.3 = ring chunk=65536", "choice.gather.16384.3.1 = ring chunk=65536",
+        "choice.allgather.16384.3.1 = fastest chunk=65536",
+        "choice.allgather.16384.3.1 = ring chunk=100", "choice.allgather.16384.3.1 = ring"}) {
     try {
       core::parseTunerChoices(std::string(line) + "\n", "t.txt");
       ADD_FAILURE() << "accepted: " << line;
@@ -312,9 +316,9 @@ TEST(LearnedTuner, MalformedChoiceLinesAreRejected) {
     }
   }
   // The parameters' parser leaves the choice lines to it.
-  EXPECT_EQ(core::parseTunerText("step_us = 2\nchoice.allgather.8.2.1 = ring chunk=4096\n", "t")
-                .size(),
-            1u);
+  EXPECT_EQ(
+      core::parseTunerText("step_us = 2\nchoice.allgather.8.2.1 = ring chunk=4096\n", "t").size(),
+      1u);
 }
 
 }  // namespace

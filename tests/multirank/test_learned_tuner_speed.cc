@@ -7,6 +7,7 @@
 // ran that same plan (robust to the load of the moment); the learning job's own timing is
 // printed beside it. Timing: label `perf` (not in the default CTest run).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,7 +17,6 @@
 #include <map>
 #include <sharc/communicator.hpp>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "multiprocess.hpp"
@@ -34,9 +34,9 @@ double median(std::vector<double> v) {
 }
 
 struct JobResult {
-  double ms = 0;          // median call time, slowest rank
-  int learnCalls = 0;     // calls until the plan was learned (learning job)
-  std::string plan;       // what ran
+  double ms = 0;       // median call time, slowest rank
+  int learnCalls = 0;  // calls until the plan was learned (learning job)
+  std::string plan;    // what ran
 };
 
 // One 2-rank job: SHARC_ALGO=reducescatter:<forced> (and SHARC_CHUNK_BYTES=<chunk> when
@@ -74,7 +74,9 @@ JobResult runJob(const std::string& forced, const std::string& chunk = "") {
         for (int i = 0; i < kTimed; ++i) {
           const auto t0 = std::chrono::steady_clock::now();
           call();
-          ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          ms.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
         }
         ASSERT_EQ(recv[1], 2.0f * static_cast<float>((kCount * comm->rank() + 1) % 1000));
         // The slowest rank's median, and the same plan on every rank.
@@ -98,9 +100,9 @@ JobResult runJob(const std::string& forced, const std::string& chunk = "") {
 TEST(LearnedTunerSpeed, ReduceScatter64MiBOnTwoRanksReachesTheBestForced) {
   // (SHARC_ALGO, SHARC_CHUNK_BYTES); SHARC_ALGO=direct_write runs ring/1M for ReduceScatter.
   const std::vector<std::pair<std::string, std::string>> forced = {
-      {"ring", "256K"}, {"ring", "512K"},      {"ring", "1M"},
-      {"ring", "2M"},   {"ring", "4M"},        {"ring", ""},
-      {"direct_read", ""}, {"recursive_doubling", ""}, {"bruck", ""}};
+      {"ring", "256K"}, {"ring", "512K"}, {"ring", "1M"},      {"ring", "2M"},
+      {"ring", "4M"},   {"ring", ""},     {"direct_read", ""}, {"recursive_doubling", ""},
+      {"bruck", ""}};
   const int rounds = std::getenv("SHARC_LEARN_SPEED_ROUNDS")
                          ? std::atoi(std::getenv("SHARC_LEARN_SPEED_ROUNDS"))
                          : 3;
@@ -112,10 +114,11 @@ TEST(LearnedTunerSpeed, ReduceScatter64MiBOnTwoRanksReachesTheBestForced) {
       const JobResult r = runJob(algorithm, chunk);
       ASSERT_GT(r.ms, 0) << algorithm;
       ms[r.plan].push_back(r.ms);
-      std::printf("round %d  SHARC_ALGO=reducescatter:%-18s SHARC_CHUNK_BYTES=%-4s %8.2f ms  "
-                  "busbw %.2f GB/s  (%s)\n",
-                  round, algorithm.c_str(), chunk.c_str(), r.ms, (kCount * 4) / (r.ms * 1e6),
-                  r.plan.c_str());
+      std::printf(
+          "round %d  SHARC_ALGO=reducescatter:%-18s SHARC_CHUNK_BYTES=%-4s %8.2f ms  "
+          "busbw %.2f GB/s  (%s)\n",
+          round, algorithm.c_str(), chunk.c_str(), r.ms, (kCount * 4) / (r.ms * 1e6),
+          r.plan.c_str());
     }
     const JobResult r = runJob("");
     ASSERT_GT(r.ms, 0);
@@ -135,9 +138,10 @@ TEST(LearnedTunerSpeed, ReduceScatter64MiBOnTwoRanksReachesTheBestForced) {
     ratios.push_back(bestMs / median(ms[plan]));
   }
   const double ratio = median(ratios);
-  std::printf("median over %d rounds: best forced %s %.2f ms; learned plans at %.2fx its speed "
-              "(their forced runs); the learning jobs' own timing %.2f ms (%.2fx)\n",
-              rounds, best.c_str(), bestMs, ratio, median(learnedMs), bestMs / median(learnedMs));
+  std::printf(
+      "median over %d rounds: best forced %s %.2f ms; learned plans at %.2fx its speed "
+      "(their forced runs); the learning jobs' own timing %.2f ms (%.2fx)\n",
+      rounds, best.c_str(), bestMs, ratio, median(learnedMs), bestMs / median(learnedMs));
   EXPECT_GE(ratio, 0.9) << "best forced " << best << " " << bestMs << " ms";
 }
 

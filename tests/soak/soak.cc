@@ -41,16 +41,16 @@ using sharc::soak::Call;
 
 struct Options {
   int ranks = 4;
-  long small = 100000;       // small collectives (1-1000 elements), world and splits
-  long large = 1000;         // large collectives (1-8 MiB), spread evenly among the small
-  long splitEvery = 1000;    // a new split (the old one destroyed) every this many small calls
-  long warmup = 5000;        // small calls before the first sample
-  long sampleEvery = 1000;   // small calls between samples
-  long rssBoundKiB = 8192;   // allowed RSS growth after the warm-up (allocator, fabric pools)
-  long heapBoundKiB = 256;   // allowed growth of malloc's bytes in use after the warm-up
+  long small = 100000;      // small collectives (1-1000 elements), world and splits
+  long large = 1000;        // large collectives (1-8 MiB), spread evenly among the small
+  long splitEvery = 1000;   // a new split (the old one destroyed) every this many small calls
+  long warmup = 5000;       // small calls before the first sample
+  long sampleEvery = 1000;  // small calls between samples
+  long rssBoundKiB = 8192;  // allowed RSS growth after the warm-up (allocator, fabric pools)
+  long heapBoundKiB = 256;  // allowed growth of malloc's bytes in use after the warm-up
   unsigned long long seed = 1;
-  int deadlineS = 3600;      // the launcher kills every rank after this
-  std::string samplesCsv;    // prefix of per-rank CSV files of the samples
+  int deadlineS = 3600;    // the launcher kills every rank after this
+  std::string samplesCsv;  // prefix of per-rank CSV files of the samples
   // The launcher makes this directory and sets SHARC_TRACE_SOCKET to it; each rank then asks
   // its own trace socket for its flight record before every sample ("" = off).
   std::string traceSocket;
@@ -63,14 +63,15 @@ struct Options {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "sharc_soak: %s\n"
-               "usage: sharc_soak [--ranks N] [--small N] [--large N] [--split-every N]\n"
-               "                  [--sample-every N] [--warmup N] [--rss-bound-kib N] [--heap-bound-kib N]\n"
-               "                  [--seed N] [--deadline S]\n"
-               "                  [--samples-csv PREFIX] [--inject corrupt|fd|rss --inject-at N]\n"
-               "                  [--no-trace-socket]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "sharc_soak: %s\n"
+      "usage: sharc_soak [--ranks N] [--small N] [--large N] [--split-every N]\n"
+      "                  [--sample-every N] [--warmup N] [--rss-bound-kib N] [--heap-bound-kib N]\n"
+      "                  [--seed N] [--deadline S]\n"
+      "                  [--samples-csv PREFIX] [--inject corrupt|fd|rss --inject-at N]\n"
+      "                  [--no-trace-socket]\n",
+      why);
   std::exit(2);
 }
 
@@ -84,25 +85,38 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(("missing value after " + a).c_str());
     if (a == "--samples-csv" || a == "--inject" || a == "--trace-socket") {
-      (a == "--inject" ? o.inject : a == "--trace-socket" ? o.traceSocket : o.samplesCsv) =
-          argv[++i];
+      (a == "--inject"         ? o.inject
+       : a == "--trace-socket" ? o.traceSocket
+                               : o.samplesCsv) = argv[++i];
       continue;
     }
     char* end = nullptr;
     const long long v = std::strtoll(argv[++i], &end, 10);
     if (*end != '\0' || v < 0) usage(("bad value for " + a + ": " + argv[i]).c_str());
-    if (a == "--ranks") o.ranks = static_cast<int>(v);
-    else if (a == "--small") o.small = v;
-    else if (a == "--large") o.large = v;
-    else if (a == "--split-every") o.splitEvery = v;
-    else if (a == "--warmup") o.warmup = v;
-    else if (a == "--sample-every") o.sampleEvery = v;
-    else if (a == "--rss-bound-kib") o.rssBoundKiB = v;
-    else if (a == "--heap-bound-kib") o.heapBoundKiB = v;
-    else if (a == "--seed") o.seed = static_cast<unsigned long long>(v);
-    else if (a == "--deadline") o.deadlineS = static_cast<int>(v);
-    else if (a == "--inject-at") o.injectAt = v;
-    else usage(("unknown option " + a).c_str());
+    if (a == "--ranks")
+      o.ranks = static_cast<int>(v);
+    else if (a == "--small")
+      o.small = v;
+    else if (a == "--large")
+      o.large = v;
+    else if (a == "--split-every")
+      o.splitEvery = v;
+    else if (a == "--warmup")
+      o.warmup = v;
+    else if (a == "--sample-every")
+      o.sampleEvery = v;
+    else if (a == "--rss-bound-kib")
+      o.rssBoundKiB = v;
+    else if (a == "--heap-bound-kib")
+      o.heapBoundKiB = v;
+    else if (a == "--seed")
+      o.seed = static_cast<unsigned long long>(v);
+    else if (a == "--deadline")
+      o.deadlineS = static_cast<int>(v);
+    else if (a == "--inject-at")
+      o.injectAt = v;
+    else
+      usage(("unknown option " + a).c_str());
   }
   if (o.ranks < 2 || o.ranks > 8) usage("--ranks must be 2..8");
   if (o.splitEvery < 1 || o.sampleEvery < 1) usage("--split-every and --sample-every must be >= 1");
@@ -114,10 +128,9 @@ Options parse(int argc, char** argv) {
 
 // ---- one rank -----------------------------------------------------------------------------
 
-const DataType kTypes[] = {DataType::Int8,    DataType::Uint8,  DataType::Int32,
-                           DataType::Uint32,  DataType::Int64,  DataType::Uint64,
-                           DataType::Float16, DataType::Float32, DataType::Float64,
-                           DataType::BFloat16};
+const DataType kTypes[] = {
+    DataType::Int8,   DataType::Uint8,   DataType::Int32,   DataType::Uint32,  DataType::Int64,
+    DataType::Uint64, DataType::Float16, DataType::Float32, DataType::Float64, DataType::BFloat16};
 const RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg};
 
 // Draws the next call from the generator every rank steps identically. `bytesTarget` > 0
@@ -125,7 +138,8 @@ const RedOp kOps[] = {RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Av
 Call drawCall(std::mt19937_64& rng, int commSize, size_t bytesTarget) {
   Call c;
   c.coll = static_cast<sharc::soak::Coll>(rng() % 5);
-  if (bytesTarget > 0 && c.coll == sharc::soak::Coll::Barrier) c.coll = sharc::soak::Coll::AllReduce;
+  if (bytesTarget > 0 && c.coll == sharc::soak::Coll::Barrier)
+    c.coll = sharc::soak::Coll::AllReduce;
   c.type = kTypes[rng() % std::size(kTypes)];
   c.op = kOps[rng() % std::size(kOps)];
   c.inPlace = rng() % 4 == 0;
@@ -134,8 +148,8 @@ Call drawCall(std::mt19937_64& rng, int commSize, size_t bytesTarget) {
   c.first = rng() % 100003;  // shifts the inputs: a stale result from an earlier call fails
   const size_t elem = sharc::dataTypeSize(c.type);
   if (bytesTarget > 0) {
-    const bool perRank = c.coll == sharc::soak::Coll::AllGather ||
-                         c.coll == sharc::soak::Coll::ReduceScatter;
+    const bool perRank =
+        c.coll == sharc::soak::Coll::AllGather || c.coll == sharc::soak::Coll::ReduceScatter;
     c.count = std::max<size_t>(1, bytesTarget / elem / (perRank ? commSize : 1));
   } else {
     c.count = 1 + rng() % 1000;
@@ -189,12 +203,14 @@ void queryTrace(const Communicator& world, const std::string& socketDir) {
   if (DIR* d = opendir(socketDir.c_str())) {
     while (dirent* e = readdir(d)) {
       const std::string name = e->d_name;
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
         path = socketDir + "/" + name;
     }
     closedir(d);
   }
-  if (path.empty()) throw std::runtime_error(who + "no trace socket *" + suffix + " in " + socketDir);
+  if (path.empty())
+    throw std::runtime_error(who + "no trace socket *" + suffix + " in " + socketDir);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -297,11 +313,13 @@ int runRankIn(Communicator* world, std::shared_ptr<Communicator>& sub,
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string verdict = sampler.verdict(o.rssBoundKiB, o.heapBoundKiB);
-  if (!o.samplesCsv.empty()) sampler.writeCsv(o.samplesCsv + ".rank" + std::to_string(rank) + ".csv");
-  std::printf("soak rank %d (%s): %ld small (%ld skipped: in no group), %ld large, %ld splits "
-              "in %.1f s; %s%s\n",
-              rank, world->provider().c_str(), o.small - skipped, skipped, largeDone, splits, secs,
-              sampler.summary().c_str(), verdict.empty() ? "" : (" FAIL: " + verdict).c_str());
+  if (!o.samplesCsv.empty())
+    sampler.writeCsv(o.samplesCsv + ".rank" + std::to_string(rank) + ".csv");
+  std::printf(
+      "soak rank %d (%s): %ld small (%ld skipped: in no group), %ld large, %ld splits "
+      "in %.1f s; %s%s\n",
+      rank, world->provider().c_str(), o.small - skipped, skipped, largeDone, splits, secs,
+      sampler.summary().c_str(), verdict.empty() ? "" : (" FAIL: " + verdict).c_str());
   std::fflush(stdout);
   return verdict.empty() ? 0 : 1;
 }

@@ -115,7 +115,8 @@ void runAndCheck(Communicator& comm, const Call& c, Buffers& b, long seq,
     double expected;
     switch (c.coll) {
       case Coll::AllGather:
-        expected = inputValue(c.type, RedOp::Sum, static_cast<int>(k / c.count), c.first + k % c.count);
+        expected =
+            inputValue(c.type, RedOp::Sum, static_cast<int>(k / c.count), c.first + k % c.count);
         break;
       case Coll::Broadcast: expected = inputValue(c.type, RedOp::Sum, c.root, c.first + k); break;
       case Coll::ReduceScatter:

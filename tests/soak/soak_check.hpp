@@ -16,11 +16,11 @@ struct Call {
   Coll coll = Coll::AllReduce;
   DataType type = DataType::Float32;
   RedOp op = RedOp::Sum;
-  size_t count = 1;     ///< per rank for AllGather/ReduceScatter, in total otherwise
-  size_t first = 0;     ///< index offset of the inputs (differs from call to call)
-  int root = 0;         ///< Broadcast
+  size_t count = 1;  ///< per rank for AllGather/ReduceScatter, in total otherwise
+  size_t first = 0;  ///< index offset of the inputs (differs from call to call)
+  int root = 0;      ///< Broadcast
   bool inPlace = false;
-  bool polled = false;  ///< the non-blocking form, completed by test() in a loop
+  bool polled = false;   ///< the non-blocking form, completed by test() in a loop
   bool corrupt = false;  ///< self-test: flip a bit of the result before checking it
 };
 

@@ -13,7 +13,6 @@
 namespace sharc::soak {
 namespace {
 
-
 long openFds() {
   DIR* d = opendir("/proc/self/fd");
   if (!d) return -1;
@@ -84,8 +83,8 @@ void Sampler::writeCsv(const std::string& path) const {
   std::ofstream out(path);
   out << "call,rss_kib,anon_kib,shmem_kib,heap_kib,fds,threads,shm_maps,maps\n";
   for (const Sample& s : samples_)
-    out << s.call << ',' << s.rssKiB << ',' << s.anonKiB << ',' << s.shmemKiB << ',' << s.heapKiB << ',' << s.fds << ',' << s.threads << ',' << s.shmMaps << ','
-        << s.maps << '\n';
+    out << s.call << ',' << s.rssKiB << ',' << s.anonKiB << ',' << s.shmemKiB << ',' << s.heapKiB
+        << ',' << s.fds << ',' << s.threads << ',' << s.shmMaps << ',' << s.maps << '\n';
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
@@ -117,8 +116,8 @@ std::string Sampler::verdict(long rssBoundKiB, long heapBoundKiB) const {
   if (shm.max > shm.first)
     os << "/dev/shm mappings grew from " << shm.first << " to " << shm.max << "; ";
   if (anon.last - anon.first > rssBoundKiB)
-    os << "private resident memory (RssAnon) grew by " << anon.last - anon.first << " KiB (bound " << rssBoundKiB
-       << " KiB); ";
+    os << "private resident memory (RssAnon) grew by " << anon.last - anon.first << " KiB (bound "
+       << rssBoundKiB << " KiB); ";
   if (heap.last - heap.first > heapBoundKiB)
     os << "heap in use grew by " << heap.last - heap.first << " KiB (bound " << heapBoundKiB
        << " KiB); ";

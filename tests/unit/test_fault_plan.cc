@@ -82,18 +82,19 @@ TEST(FaultPlanParse, MalformedRulesNameTheRuleAndTheExpectedForm) {
        "SHARC_FAULT rule 'kil:rank=1,seq=2' is malformed: unknown action 'kil'; expected one of "
        "kill, stop, fail, drop (ACTION:rank=R,seq=N[,comm=C][,after=K]) or "
        "delay:rank=R,ms=T[,comm=C][,seq=N|seq=A-B]"},
-      {"kill", std::string("SHARC_FAULT rule 'kill' is malformed: no ':' after the action; ") +
-                   kKillForm},
-      {"kill:", std::string("SHARC_FAULT rule 'kill:' is malformed: an empty key=value item; ") +
-                    kKillForm},
+      {"kill",
+       std::string("SHARC_FAULT rule 'kill' is malformed: no ':' after the action; ") + kKillForm},
+      {"kill:",
+       std::string("SHARC_FAULT rule 'kill:' is malformed: an empty key=value item; ") + kKillForm},
       {"kill:rank=1,,seq=2",
-       std::string("SHARC_FAULT rule 'kill:rank=1,,seq=2' is malformed: an empty key=value item; ") +
+       std::string(
+           "SHARC_FAULT rule 'kill:rank=1,,seq=2' is malformed: an empty key=value item; ") +
            kKillForm},
       {"kill:rank1,seq=2",
        std::string("SHARC_FAULT rule 'kill:rank1,seq=2' is malformed: 'rank1' is not key=value; ") +
            kKillForm},
-      {"kill:seq=2", std::string("SHARC_FAULT rule 'kill:seq=2' is malformed: rank= is missing; ") +
-                         kKillForm},
+      {"kill:seq=2",
+       std::string("SHARC_FAULT rule 'kill:seq=2' is malformed: rank= is missing; ") + kKillForm},
       {"stop:rank=1",
        "SHARC_FAULT rule 'stop:rank=1' is malformed: seq= is missing; expected "
        "stop:rank=R,seq=N[,comm=C][,after=K]"},

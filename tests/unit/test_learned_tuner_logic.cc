@@ -98,8 +98,7 @@ TEST(LearnedTunerLogic, OffMeansTheModelAlways) {
   const LearnedPlan model{Algorithm::Bruck, 1 << 20};
   for (int i = 0; i < 1000; ++i) {
     bool explore = true;
-    EXPECT_EQ(tuner.next(1, shape, algo::TunerParams::defaults(), model, recorder, explore),
-              model);
+    EXPECT_EQ(tuner.next(1, shape, algo::TunerParams::defaults(), model, recorder, explore), model);
     EXPECT_FALSE(explore);
     EXPECT_EQ(tuner.agreementToIssue(1, recorder), nullptr);
   }

@@ -5,9 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <string>
-
 #include <sharc/error.hpp>
+#include <string>
 
 #include "core/config.hpp"
 #include "topology/link_speed.hpp"

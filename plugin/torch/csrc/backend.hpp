@@ -1,9 +1,6 @@
 // ProcessGroupSharc: torch.distributed's c10d::Backend over a sharc communicator.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -11,6 +8,8 @@
 #include <mutex>
 #include <sharc/communicator.hpp>
 #include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "cuda_work.hpp"
@@ -46,8 +45,12 @@ class ProcessGroupSharc final : public c10d::Backend {
   /// Bounds the group's operations started from now on (and its options' timeout).
   void changeTimeout(std::chrono::milliseconds timeout);
 #if SHARC_TORCH_HAS_ABORT
-  void abort() override { abortGroup("aborted through torch (ProcessGroup.abort)"); }
-  void shutdown() override { shutdownGroup(); }
+  void abort() override {
+    abortGroup("aborted through torch (ProcessGroup.abort)");
+  }
+  void shutdown() override {
+    shutdownGroup();
+  }
   c10d::ErrorType getError() override;
 #endif
 #if SHARC_TORCH_HAS_BACKEND_OPTIONS
@@ -55,7 +58,9 @@ class ProcessGroupSharc final : public c10d::Backend {
   c10::intrusive_ptr<Options> getBackendOptions() override;
 #endif
 #if SHARC_TORCH_HAS_SET_TIMEOUT
-  void setTimeout(std::chrono::milliseconds timeout) override { changeTimeout(timeout); }
+  void setTimeout(std::chrono::milliseconds timeout) override {
+    changeTimeout(timeout);
+  }
 #endif
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -109,7 +114,9 @@ class ProcessGroupSharc final : public c10d::Backend {
 
   // Sequence numbers (torch's debug wrapper checks that ranks agree on them).
   void setSequenceNumberForGroup() override {}
-  uint64_t getSequenceNumberForGroup() override { return seq_; }
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_;
+  }
 
   // torch's coalescing manager: the operations in between complete as one work.
   void startCoalescing() override;
@@ -148,7 +155,7 @@ class ProcessGroupSharc final : public c10d::Backend {
   std::vector<int64_t> globalRanks_;  // empty for the default group
   std::atomic<std::chrono::milliseconds> timeout_;
   std::once_flag ended_;  // shutdown or abort ran
-  uint64_t seq_ = 0;  // operations started on this group
+  uint64_t seq_ = 0;      // operations started on this group
   bool coalescing_ = false;
   std::vector<sharc::Request> coalesced_;
   std::vector<c10::intrusive_ptr<SharcWork>> coalescedWorks_;

@@ -34,14 +34,10 @@ void ProcessGroupSharc::changeTimeout(std::chrono::milliseconds timeout) {
 #if SHARC_TORCH_HAS_ABORT
 c10d::ErrorType ProcessGroupSharc::getError() {
   switch (comm_->failure()) {
-    case sharc::Result::Success:
-      return c10d::ErrorType::SUCCESS;
-    case sharc::Result::Timeout:
-      return c10d::ErrorType::TIMEOUT;
-    case sharc::Result::RemoteError:
-      return c10d::ErrorType::REMOTE_ERROR;
-    default:
-      return c10d::ErrorType::COMM_ERROR;
+    case sharc::Result::Success: return c10d::ErrorType::SUCCESS;
+    case sharc::Result::Timeout: return c10d::ErrorType::TIMEOUT;
+    case sharc::Result::RemoteError: return c10d::ErrorType::REMOTE_ERROR;
+    default: return c10d::ErrorType::COMM_ERROR;
   }
 }
 #endif
@@ -51,7 +47,8 @@ c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupSharc::getBackendOptions(
   auto options = c10::make_intrusive<Options>(getBackendName(), timeout_.load());
   for (int64_t r : globalRanks_) options->global_ranks_in_group.push_back(static_cast<uint64_t>(r));
   if (globalRanks_.empty())
-    for (int r = 0; r < size_; ++r) options->global_ranks_in_group.push_back(static_cast<uint64_t>(r));
+    for (int r = 0; r < size_; ++r)
+      options->global_ranks_in_group.push_back(static_cast<uint64_t>(r));
   options->group_name = getGroupUid();
   options->group_desc = getGroupDesc();
   return options;

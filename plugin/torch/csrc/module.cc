@@ -45,14 +45,16 @@ double engineAllReduceUs(const c10::intrusive_ptr<c10d::Backend>& backend, int64
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "sharc's torch.distributed backend (import sharc.torch to register it)";
-  m.def("_create_backend", &sharc::torch_backend::createBackend, py::arg("store"),
-        py::arg("rank"), py::arg("size"), py::arg("timeout_seconds"),
-        py::arg("global_ranks"), py::call_guard<py::gil_scoped_release>(),
+  m.def("_create_backend", &sharc::torch_backend::createBackend, py::arg("store"), py::arg("rank"),
+        py::arg("size"), py::arg("timeout_seconds"), py::arg("global_ranks"),
+        py::call_guard<py::gil_scoped_release>(),
         "Creates the sharc backend of one process group (torch calls this through "
         "sharc.torch's registered creator).");
   m.def(
       "_provider",
-      [](const c10::intrusive_ptr<c10d::Backend>& b) { return asSharc(b).communicator().provider(); },
+      [](const c10::intrusive_ptr<c10d::Backend>& b) {
+        return asSharc(b).communicator().provider();
+      },
       "The libfabric provider a sharc group's endpoint uses.");
   m.def("_engine_allreduce_us", &engineAllReduceUs, py::arg("backend"), py::arg("numel"),
         py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
@@ -66,6 +68,6 @@ PYBIND11_MODULE(_C, m) {
       },
       "(usable, why not): whether libsharc can run collectives on CUDA tensors here.");
   sharc::torch_backend::registerPlan(m);
-  m.attr("TORCH_VERSION_BUILT") = std::to_string(TORCH_VERSION_MAJOR) + "." +
-                                  std::to_string(TORCH_VERSION_MINOR);
+  m.attr("TORCH_VERSION_BUILT") =
+      std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
 }

@@ -1,10 +1,11 @@
 // sharc._C._plan_fsdp: the planner (include/sharc/plan_fsdp.hpp) for sharc.torch's
 // hybrid_shard_degree="auto" and sharc.torch.plan_fsdp.
+#include "plan_binding.hpp"
+
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
 
-#include "plan_binding.hpp"
 #include "sharc/error.hpp"
 #include "sharc/plan_fsdp.hpp"
 
@@ -64,15 +65,16 @@ void registerPlan(py::module_& m) {
          int microBatch, int vocab, double paramBytes, bool tied, int nodes, int ranksPerNode,
          double memoryBytes) {
         try {
-          return planFsdp(name, parameters, layers, hidden, seqLen, microBatch, vocab,
-                          paramBytes, tied, nodes, ranksPerNode, memoryBytes);
+          return planFsdp(name, parameters, layers, hidden, seqLen, microBatch, vocab, paramBytes,
+                          tied, nodes, ranksPerNode, memoryBytes);
         } catch (const sharc::Error& e) {
           throw py::value_error(e.what());
         }
       },
       py::arg("name"), py::arg("parameters"), py::arg("layers"), py::arg("hidden"),
       py::arg("seq_len"), py::arg("micro_batch"), py::arg("vocab"), py::arg("param_bytes"),
-      py::arg("tied_embeddings"), py::arg("nodes"), py::arg("ranks_per_node"), py::arg("memory_bytes"),
+      py::arg("tied_embeddings"), py::arg("nodes"), py::arg("ranks_per_node"),
+      py::arg("memory_bytes"),
       "Every valid (hybrid_shard_degree, tensor_parallel_degree) for the model on this host's "
       "links (the tuner's parameters), ranked best first, as dicts.");
 }

@@ -7,10 +7,10 @@
 // message naming the macro instead of silently not overriding.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/version.h>
 
 #include <chrono>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #define SHARC_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||        \
@@ -39,9 +39,13 @@ constexpr bool hasAbort = requires(B& b) {
   b.getError();
 };
 template <typename B>
-constexpr bool hasBackendOptions = requires(B& b) { b.getBackendOptions(); };
+constexpr bool hasBackendOptions = requires(B& b) {
+  b.getBackendOptions();
+};
 template <typename B>
-constexpr bool hasSetTimeout = requires(B& b) { b.setTimeout(std::chrono::milliseconds(1)); };
+constexpr bool hasSetTimeout = requires(B& b) {
+  b.setTimeout(std::chrono::milliseconds(1));
+};
 
 static_assert(hasAbort<c10d::Backend> == bool(SHARC_TORCH_HAS_ABORT),
               "SHARC_TORCH_HAS_ABORT disagrees with this torch's c10d::Backend: fix its version");

@@ -1,10 +1,10 @@
 #include "work.hpp"
 
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
 #include <sched.h>
 #include <time.h>
 
-#include <ATen/core/jit_type.h>
-#include <c10/util/Exception.h>
 #include <condition_variable>
 #include <thread>
 
@@ -92,8 +92,9 @@ SharcWork::SharcWork(int rank, c10d::OpType type, std::string call,
       outputs_(std::move(outputs)),
       keepAlive_(std::move(keepAlive)),
       onSuccess_(std::move(onSuccess)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
 
 SharcWork::~SharcWork() = default;
 

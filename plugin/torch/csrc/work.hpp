@@ -3,12 +3,12 @@
 #pragma once
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
 #include <mutex>
 #include <sharc/communicator.hpp>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 namespace sharc::torch_backend {
