@@ -43,7 +43,16 @@ struct Cluster {
   /// 8 GPUs, 4/32 each). 1: any rank the node's whole fabric (the NCCL backtest: NCCL's
   /// channels cross nodes on every GPU's NICs at once).
   double fabricRankShare = 0;
+  /// NICs one rank stripes a message over (algo::TunerParams::fabricRails): sharc cuts a
+  /// message of 64 KiB or more into one piece per NIC, and sends a smaller one over the
+  /// first NIC alone. 0: from rails and ranksPerNode (railsPerRank: a p5 rank's 4). 1: every
+  /// message at the rank's whole share (the NCCL backtest: NCCL's own transport).
+  int railsPerRank = 0;
 };
+
+/// The NICs each of `ranksPerNode` ranks stripes over when sharc places `rails` NICs near
+/// them (topology/nic_mapping.hpp): floor(rails/ranksPerNode), at least 1.
+int railsPerRank(int rails, int ranksPerNode);
 
 /// The share of a node's fabric one of its `ranksPerNode` ranks can drive when it stripes
 /// over the NICs sharc places near it (topology/nic_mapping.hpp: R = `rails` NICs spread over

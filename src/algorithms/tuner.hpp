@@ -5,6 +5,7 @@
 // SHARC_TUNER_FILE the parameters.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "node_map.hpp"
 #include "selector.hpp"
 #include "tag.hpp"
+#include "transport/stripe_rule.hpp"
 
 namespace sharc::core {
 struct Config;
@@ -32,10 +34,6 @@ struct LinkParams {
 /// of each direction that move together before the two directions take turns; a pair
 /// exchanging x bytes each way holds its connection for max(x, 2x - this) (measured, tcp).
 inline constexpr double kDuplexOverlapBytes = 64 << 10;
-
-/// Messages from this size on are striped over a rank's rails (transport::StripedEndpoint::
-/// kStripeMin); smaller ones go over its first rail only (TunerParams::fabricUnstripedShare).
-inline constexpr double kStripeMinBytes = 64 << 10;
 
 /// Parameters of the cost model (see tuner.cc for the formulas and how the defaults were
 /// measured). Keys of SHARC_TUNER_FILE in brackets.
@@ -98,14 +96,17 @@ struct TunerParams {
   /// rings, which cross nodes on every GPU's NICs at once (one channel per GPU). Not a
   /// SHARC_TUNER_FILE key.
   double fabricRankShare = 1.0;
-  /// Share of the fabric's rate (the node's and each rank's) that a message under
-  /// kStripeMinBytes moves at: such messages are not striped over the rails but go over each
-  /// rank's first one (transport::StripedEndpoint). fromConfig sets it on several rails
-  /// (SHARC_NICS): the first rail's rate over the summed one; 1 on one rail (the default, and
-  /// sharc-plan's clusters, which the replay checks without that split). Measured on the
-  /// emulated cluster, 2 nodes x 2 ranks on two 200 Mbit/s rails, 64 KiB calls: 1.57-1.73x
-  /// the model that summed both rails for every message. Not a SHARC_TUNER_FILE key.
-  double fabricUnstripedShare = 1.0;
+  /// Rails one rank stripes a message over (SHARC_NICS: one endpoint per NIC): a message
+  /// of x bytes is cut into transport::stripePieces(x, fabricRails) pieces, one per rail
+  /// from 64 KiB on, so a smaller one moves over the first rail alone. 1: one rail.
+  int fabricRails = 1;
+  /// Share of the fabric's rate (the node's and each rank's) that one rail carries: a
+  /// message cut into k pieces moves at min(1, k x this) of it. fromConfig: the first NIC's
+  /// rate over the summed one (SHARC_NICS); sharc-plan's clusters: 1 / fabricRails. Measured
+  /// on the emulated cluster, 2 nodes x 2 ranks on two 200 Mbit/s rails, 64 KiB calls (16 KiB
+  /// messages, one rail): 1.57-1.73x the model that summed both rails for every message.
+  /// Neither is a SHARC_TUNER_FILE key.
+  double fabricRailShare = 1.0;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();
@@ -116,6 +117,16 @@ struct TunerParams {
   /// `key = value` lines, every key (the form SHARC_TUNER_FILE takes).
   std::string toText() const;
 };
+
+/// How many times its bytes' time a message of `bytes` takes on the fabric (the node's and
+/// the rank's rate) where it is cut into fewer pieces than `p` has rails: 1 / min(1, pieces x
+/// fabricRailShare), pieces = transport::stripePieces(bytes, fabricRails). 1 on one rail.
+inline double railScale(const TunerParams& p, double bytes) {
+  if (p.fabricRails <= 1 || p.fabricRailShare >= 1) return 1.0;
+  const auto pieces =
+      transport::stripePieces(static_cast<size_t>(bytes), static_cast<size_t>(p.fabricRails));
+  return 1.0 / std::min(1.0, static_cast<double>(pieces) * std::max(p.fabricRailShare, 1e-9));
+}
 
 /// Everything about a call the cost model looks at. Every rank derives the same shape.
 struct CallShape {
@@ -142,11 +153,11 @@ struct Plan {
 /// the NICs of SHARC_NICS (else FI_TCP_IFACE), read from sysfs or SHARC_NIC_MBITS, times the
 /// transport's payload share (tcp: 1448 of 1514 bytes a frame, capped at the built-in 1.8
 /// GB/s its copies reach; efa: the line rate); alpha by provider (tcp 40 us, efa 75 us). The
-/// built-in link where no NIC rate is known. `source` (if given) says which; `unstripedShare`
-/// (if given) gets TunerParams::fabricUnstripedShare: the first rail's rate, at the same
-/// payload share and cap, over the whole link's (1 on one rail or an unknown rate).
+/// built-in link where no NIC rate is known. `source` (if given) says which; `railShare`
+/// (if given) gets TunerParams::fabricRailShare: the first rail's rate, at the same payload
+/// share and cap, over the whole link's (1 on one rail or an unknown rate).
 LinkParams hostFabric(const core::Config& config, std::string* source = nullptr,
-                      double* unstripedShare = nullptr);
+                      double* railShare = nullptr);
 
 /// The chunk sizes plan() chooses among for the algorithms whose chunk matters.
 inline constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u << 20, 4u << 20};

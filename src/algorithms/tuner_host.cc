@@ -5,7 +5,6 @@
 
 #include "core/config.hpp"
 #include "topology/link_speed.hpp"
-#include "transport/striped_endpoint.hpp"
 #include "tuner.hpp"
 
 namespace sharc::algo {
@@ -17,9 +16,6 @@ namespace {
 // moved 184 of 200 Mbit/s each way (0.92) on the emulated link, one way 192 (0.96).
 constexpr double kTcpGoodput = 2 * 1448.0 / (2 * 1514.0 + 66.0);
 
-static_assert(kStripeMinBytes == transport::StripedEndpoint::kStripeMin,
-              "the model's striping threshold is the striped endpoint's");
-
 }  // namespace
 
 // The fabric link as the host describes it.
@@ -30,7 +26,7 @@ static_assert(kStripeMinBytes == transport::StripedEndpoint::kStripeMin,
 // efa: the line rate as is (what a transfer reaches of it is the efficiency that the backtest
 // fits per instance type) and the latency aws-ofi-nccl reports to NCCL for p4d/p5, 75 us
 // (NCCL constants in the project reference notes on published EFA numbers).
-LinkParams hostFabric(const core::Config& config, std::string* source, double* unstripedShare) {
+LinkParams hostFabric(const core::Config& config, std::string* source, double* railShare) {
   const bool efa = config.provider == "efa";
   const std::vector<std::string> nics = !config.nics.empty() ? config.nics
                                         : !config.tcpIface.empty() && !efa
@@ -48,7 +44,7 @@ LinkParams hostFabric(const core::Config& config, std::string* source, double* u
       return efa ? gbps : std::min(gbps, builtIn.gbps);
     };
     f.gbps = rate(link.mbits);
-    // Messages under kStripeMinBytes go over the first rail alone (StripedEndpoint).
+    // what one rail carries of it (a message cut into fewer pieces than rails)
     if (link.nics.size() > 1 && link.firstMbits > 0)
       share = std::min(1.0, rate(link.firstMbits) / f.gbps);
     char buf[160];
@@ -57,13 +53,15 @@ LinkParams hostFabric(const core::Config& config, std::string* source, double* u
     how = buf;
   }
   if (source) *source = how;
-  if (unstripedShare) *unstripedShare = share;
+  if (railShare) *railShare = share;
   return f;
 }
 
 TunerParams TunerParams::fromConfig(const core::Config& config) {
   TunerParams p = defaults();
-  p.fabric = hostFabric(config, &p.fabricSource, &p.fabricUnstripedShare);
+  p.fabric = hostFabric(config, &p.fabricSource, &p.fabricRailShare);
+  // communicator.cc: one endpoint per NIC of SHARC_NICS, striped (transport/stripe_rule.hpp)
+  p.fabricRails = std::max<int>(1, static_cast<int>(config.nics.size()));
   p.fabricHalfDuplex = config.provider != "efa";
   // fabricRankShare stays 1: the NICs summed above (SHARC_NICS, else FI_TCP_IFACE) are the
   // ones every rank of this node stripes over (communicator.cc takes SHARC_NICS for every

@@ -74,7 +74,6 @@ class Model {
     // One rank's own NICs (TunerParams::fabricRankShare of the node's): what a message that
     // crosses nodes moves at, at most, however idle the rest of the node's NICs are.
     bfRank_ = bf_ / std::clamp(p.fabricRankShare, 1e-9, 1.0);
-    unstriped_ = 1.0 / std::clamp(p.fabricUnstripedShare, 1e-9, 1.0);
     // Hierarchical's ranks by what they carry (even nodes: one class, N-1 blocks each); only
     // where two levels apply (the tuner runs on every call).
     hier_ = map && nodes_ > 1 && maxLocal_ > 1 ? hierClasses(*shape.nodes)
@@ -106,9 +105,10 @@ class Model {
     return p_.fabricHalfDuplex ? std::max(x, 2 * x - kDuplexOverlapBytes) : x;
   }
 
-  // A message under kStripeMinBytes goes over each rank's first rail alone (not striped):
-  // its fabric time, at the node's and at the rank's rate, is this many times its bytes'.
-  double railScale(double x) const { return x < kStripeMinBytes ? unstriped_ : 1.0; }
+  // A message of x bytes is cut into stripePieces(x) pieces, one per rail (StripedEndpoint):
+  // under 64 KiB one, on the first rail, so its fabric time, at the node's and at the rank's
+  // rate, is this many times its bytes' (1 from 64 KiB on).
+  double railScale(double x) const { return algo::railScale(p_, x); }
 
   double stepUs() const { return p_.stepUs; }
   bool dmaTransfers() const { return p_.dmaTransfers; }
@@ -548,7 +548,6 @@ class Model {
   int n_ = 1, nodes_ = 1, maxLocal_ = 1, hierRankBlocks_ = 0;
   size_t chunk_ = 1u << 20;
   double o_ = 1, bl_ = 0, bf_ = 0, bfRank_ = 0, c_ = 0, g_ = 0, blCache_ = 0, cma_ = 0;
-  double unstriped_ = 1;  // 1 / fabricUnstripedShare
   std::vector<int> node_;
   std::vector<HierClass> hier_;
   // Some pair of ranks on two nodes sends both ways in hierarchical's inter-node phase

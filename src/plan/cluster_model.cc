@@ -41,6 +41,10 @@ double rankFabricShare(int rails, int ranksPerNode) {
   return 1.0 / R;                                     // one NIC, shared by about L/R ranks
 }
 
+int railsPerRank(int rails, int ranksPerNode) {
+  return std::max(1, std::max(1, rails) / std::max(1, ranksPerNode));
+}
+
 algo::TunerParams tunerParams(const Cluster& c) {
   algo::TunerParams p;
   p.local = {c.localAlphaUs, c.localGBps * c.efficiency};
@@ -56,6 +60,9 @@ algo::TunerParams tunerParams(const Cluster& c) {
   p.postedSends = c.postedSends;
   p.fabricRankShare = c.fabricRankShare > 0 ? std::min(1.0, c.fabricRankShare)
                                             : rankFabricShare(c.rails, c.ranksPerNode);
+  // a rank's NICs, all alike: a message over k of them moves at k / fabricRails of its share
+  p.fabricRails = c.railsPerRank > 0 ? c.railsPerRank : railsPerRank(c.rails, c.ranksPerNode);
+  p.fabricRailShare = 1.0 / p.fabricRails;
   return p;
 }
 
@@ -109,6 +116,7 @@ Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int shar
   // of the node, it drives `sharing` times its share of the whole node.
   const algo::TunerParams whole = tunerParams(cl);
   group.fabricRankShare = std::min(1.0, whole.fabricRankShare * sharing);
+  group.railsPerRank = whole.fabricRails;  // still its own NICs
   const algo::NodeMap map = nodeMap(nodes, ranksPerNode);
   algo::CallShape shape = callShape(c, bytes, map);
   if (!algorithm.empty()) {

@@ -335,6 +335,7 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
   // NCCL's channels cross nodes on every GPU's NICs at once (aws-ofi-nccl: one 4-rail NIC
   // per GPU, 8 channels), so its ring is not held to one rank's NICs as sharc's single ring is.
   c.fabricRankShare = 1.0;
+  c.railsPerRank = 1;  // and sharc's cut into pieces is not NCCL's
   c.localAlphaUs = c.fabricAlphaUs = c.stepUs = 0;
   c.reduceGBps = std::numeric_limits<double>::infinity();
   c.localGBps = efficiency * profile.localGBps;

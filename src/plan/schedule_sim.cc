@@ -366,13 +366,17 @@ class Replay {
         f.res[f.links++] = 2 * (nodes_ + n_) + m.src;
         f.res[f.links++] = 2 * (nodes_ + n_) + n_ + m.dst;
       }
+      // A message under 64 KiB is not striped (StripedEndpoint): it moves over the first of
+      // the rank's rails, taking 1 / fabricRailShare of each fabric link's rate per byte.
+      const double rails = algo::railScale(p_, m.bytes);
+      for (int i = 0; i < f.links; ++i) f.weight[i] = rails;
       // Half duplex: one connection per pair carries both directions in turn, for messages
       // beyond the overlap the tuner's duplexLoad allows (the first 64 KiB of each direction
       // together): a message of x bytes takes 1 - 64 KiB / 2x of the connection per byte, so a
       // pair exchanging x each way holds it for max(x, 2x - 64 KiB).
       const double turn = 1.0 - algo::kDuplexOverlapBytes / (2.0 * m.bytes);
       if (p_.fabricHalfDuplex && turn > 0) {
-        f.weight[f.links] = turn;
+        f.weight[f.links] = turn * rails;
         const uint64_t pair = key(std::min(m.src, m.dst), std::max(m.src, m.dst), 0);
         auto [it, added] = connection_.emplace(pair, static_cast<int>(capacity_.size()));
         if (added) capacity_.push_back(p_.fabric.gbps * 1e3);

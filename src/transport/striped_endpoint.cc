@@ -70,7 +70,7 @@ size_t StripedEndpoint::maxMessageSize() const {
 
 PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                                      Transfer& t) {
-  if (rails_.size() == 1 || len < kStripeMin)
+  if (stripePieces(len, rails_.size()) == 1)
     return unstriped(rails_[0]->postSend(peer, tag, buf, len, t));
   return start(
       striped_.emplace_back(Striped{.user = &t,
@@ -83,7 +83,7 @@ PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* bu
 
 PostStatus StripedEndpoint::postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf,
                                      size_t len, Transfer& t) {
-  if (rails_.size() == 1 || len < kStripeMin || fromPeer == kAnyPeer)
+  if (stripePieces(len, rails_.size()) == 1 || fromPeer == kAnyPeer)
     return unstriped(rails_[0]->postRecv(fromPeer, tag, ignore, buf, len, t));
   return start(striped_.emplace_back(Striped{.user = &t,
                                              .peer = fromPeer,
@@ -98,19 +98,21 @@ PostStatus StripedEndpoint::unstriped(PostStatus st) {
   return st;
 }
 
-// Cuts a new striped message into one piece per rail and posts what the rails take now.
+// Cuts a new striped message into stripePieces pieces, piece i for rail i, and posts what the
+// rails take now.
 PostStatus StripedEndpoint::start(Striped& s, size_t len) {
-  s.pieces.resize(rails_.size());
+  const size_t parts = stripePieces(len, rails_.size());
+  s.pieces.resize(parts);
   size_t offset = 0;
-  for (size_t i = 0; i < rails_.size(); ++i) {
+  for (size_t i = 0; i < parts; ++i) {
     s.pieces[i].transfer.owner = this;
     s.pieces[i].transfer.index = static_cast<uint32_t>(i);
     s.pieces[i].record = &s;
     s.pieces[i].offset = offset;
-    s.pieces[i].len = pieceLen(len, rails_.size(), i);
+    s.pieces[i].len = pieceLen(len, parts, i);
     offset += s.pieces[i].len;
   }
-  s.open = rails_.size();
+  s.open = parts;
   if (!postPieces(s)) waitingPost_.push_back(&s);
   return PostStatus::Posted;
 }

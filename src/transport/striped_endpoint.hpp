@@ -1,6 +1,7 @@
 // Multi-rail: one fabric endpoint per NIC of a rank ("rail"), seen by the schedules as one
 // endpoint. A message of at least kStripeMin bytes is cut into one near-equal piece per
-// rail, sent and received in parallel; smaller ones, and receives from any peer, use rail 0.
+// rail (stripe_rule.hpp), sent and received in parallel; smaller ones, and receives from any
+// peer, use rail 0.
 // Both sides cut by length, so a receive posted for another length than was sent ends short
 // or truncated, and the schedule reports the mismatched count as it does on one rail.
 #pragma once
@@ -11,14 +12,12 @@
 #include <vector>
 
 #include "endpoint.hpp"
+#include "stripe_rule.hpp"
 
 namespace sharc::transport {
 
 class StripedEndpoint final : public Endpoint, private TransferOwner {
  public:
-  /// Messages from this size on are striped over every rail.
-  static constexpr size_t kStripeMin = 64 * 1024;
-
   /// `rails` (at least one) are the endpoints of this rank's NICs, in the same order on
   /// every rank (SHARC_NICS or the host topology decides it).
   explicit StripedEndpoint(std::vector<std::unique_ptr<Endpoint>> rails);

@@ -68,6 +68,28 @@ TEST(ScheduleSim, HalfDuplexConnectionCarriesBothDirections) {
   }
 }
 
+// Four rails: a message under 64 KiB is not striped, so it moves at one rail's rate
+// (fabricRailShare of the link); from 64 KiB on at the whole link's. The model agrees.
+TEST(ScheduleSim, MessagesUnderTheStripeSizeUseOneRail) {
+  auto p = fabricOnly(40, 2, 1);
+  p.fabricRails = 4;
+  p.fabricRailShare = 0.25;
+  for (const double x : {16.0 * 1024, 32.0 * 1024, 64.0 * 1024}) {
+    const SimResult r = simulate(p, layout({1, 1}), Collective::AllGather,
+                                 static_cast<size_t>(2 * x), Algorithm::Ring, 64 << 20);
+    const double rate = x < 64 * 1024 ? 2e3 * 0.25 : 2e3;
+    const double want = 1 + 1 + x / rate + 40;
+    EXPECT_NEAR(r.us, want, 1e-6 * want) << x << " bytes each way";
+    algo::CallShape s;
+    s.kind = algo::CollKind::AllGather;
+    s.bytesPerRank = static_cast<size_t>(x);
+    s.nranks = 2;
+    const algo::NodeMap map = layout({1, 1});
+    s.nodes = &map;
+    EXPECT_NEAR(algo::predictUs(s, Algorithm::Ring, 64 << 20, p), want, 0.02 * want) << x;
+  }
+}
+
 // A ring of single-chunk steps on one rank per node: each step waits for the last, so the
 // call is the build plus n-1 times (post + bytes + latency).
 TEST(ScheduleSim, RingStepsAddUp) {

@@ -149,15 +149,21 @@ TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
   EXPECT_EQ(plan(s, capped, false).algorithm, Algorithm::Hierarchical);
 }
 
-// Messages under 64 KiB are not striped (StripedEndpoint::kStripeMin): on two rails they move
-// at the first rail's rate. Large calls, whose messages are all striped, cost the same.
+// A message under 64 KiB is not striped (transport/stripe_rule.hpp): on two rails it moves
+// at the first rail's rate. Large calls, whose messages are all striped, cost the same as on
+// one link of both rails' rate.
 TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
+  EXPECT_EQ(transport::stripePieces(64 * K - 1, 2), 1u);
+  EXPECT_EQ(transport::stripePieces(64 * K, 2), 2u);
+  EXPECT_EQ(transport::stripePieces(M, 4), 4u);
+  EXPECT_EQ(transport::stripePieces(0, 4), 1u);
   const NodeMap twoByTwo = layout({2, 2});
   TunerParams twoRails = params();
   twoRails.fabric = {40, 0.05};  // 400 Mbit/s summed: the fabric dominates
   twoRails.fabricHalfDuplex = false;
   TunerParams firstRail = twoRails;
-  firstRail.fabricUnstripedShare = 0.5;
+  firstRail.fabricRails = 2;
+  firstRail.fabricRailShare = 0.5;
   const Algorithm algorithms[] = {Algorithm::Ring, Algorithm::Hierarchical,
                                   Algorithm::RecursiveDoubling, Algorithm::Bruck};
   for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce})
@@ -173,7 +179,8 @@ TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
   const CallShape ar = shape(CollKind::AllReduce, 64 * K, 4, kNet, &twoByTwo);
   EXPECT_DOUBLE_EQ(predictUs(ar, Algorithm::RecursiveDoubling, M, firstRail),
                    predictUs(ar, Algorithm::RecursiveDoubling, M, twoRails));
-  // Hierarchical AllGather moves a node's 32 KiB across in 16 KiB messages: twice as long.
+  // Hierarchical AllGather of 64 KiB moves a node's 32 KiB across in 16 KiB messages: twice
+  // as long.
   const CallShape ag = shape(CollKind::AllGather, 64 * K, 4, kNet, &twoByTwo);
   const double wire = 32.0 * K / (0.05 * 1e3);  // us at the summed rate
   EXPECT_NEAR(predictUs(ag, Algorithm::Hierarchical, M, firstRail) -
@@ -311,14 +318,16 @@ TEST(TunerFile, FabricFromTheNicRateUnlessTheFileSetsIt) {
   const double share = 2 * 1448.0 / (2 * 1514 + 66);
   EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 200e6 / 8 * share / 1e9, 1e-9);
   EXPECT_NE(TunerParams::fromConfig(c).fabricSource.find("SHARC_NIC_MBITS"), std::string::npos);
-  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 1.0);
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricRailShare, 1.0);
+  EXPECT_EQ(TunerParams::fromConfig(c).fabricRails, 1);
   c.nics = {"eth0", "eth1"};  // SHARC_NICS: two rails
   EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 400e6 / 8 * share / 1e9, 1e-9);
-  // messages under 64 KiB use the first rail alone: half the link
-  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 0.5);
+  // a message under 64 KiB uses the first rail alone: half the link
+  EXPECT_EQ(TunerParams::fromConfig(c).fabricRails, 2);
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricRailShare, 0.5);
   c.nicMbits = 1e6;  // 1 Tbit/s of tcp: the progress thread's copies limit it
   EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, builtIn);
-  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricUnstripedShare, 1.0);  // one rail as fast
+  EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricRailShare, 1.0);  // one rail as fast
   c.nicMbits = 200;
   c.tuner = {{"fabric.gbps", 3.0}};
   EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabric.gbps, 3.0);
