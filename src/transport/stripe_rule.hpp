@@ -8,9 +8,9 @@
 namespace sharc::transport {
 
 /// Messages from this size on are cut into one near-equal piece per rail; smaller ones go
-/// over the first rail alone. (Cutting from 32 KiB on into pieces of at least 16 KiB made
-/// 128 KiB AllGather and ReduceScatter 2x faster on the emulated cluster's two rails, but
-/// not recursive doubling's exchanges nor AllReduce; docs/planning.md.)
+/// over the first rail alone. (Cutting from 32 KiB on into pieces of at least 16 KiB gave
+/// the two-rail time in some runs and the one-rail time in others on the emulated cluster;
+/// docs/planning.md, "The link model it showed".)
 inline constexpr size_t kStripeMin = 64 * 1024;
 
 /// Into how many pieces, on rails 0..n-1, a message of `len` bytes is cut on `rails` rails;
