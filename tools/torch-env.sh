@@ -39,6 +39,30 @@ if [[ $rebuild -eq 1 || ! -x "$dir/usr/bin/python3" ]]; then
   mv "$dir.tmp" "$dir"
 fi
 
+# Hugging Face transformers (the Llama models of the sharc.torch.parallelize tests) is not
+# packaged in trixie: its wheels for the root's Python come from PyPI through this host's pip
+# (its index and certificates) and are installed in the root offline, without the two the
+# root's Debian packages provide (numpy, which torch 2.6 is built against; typing_extensions),
+# the rest in /usr/local. Without it test_parallelize.py skips on torch 2.6.
+if ! chroot "$dir" /usr/bin/python3 -c 'import transformers' >/dev/null 2>&1; then
+  echo "torch-env: installing transformers in the trixie root" >&2
+  pyver=$(chroot "$dir" /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  wheels=$dir/tmp/sharc-wheels
+  rm -rf "$wheels"
+  mkdir -p "$wheels"
+  python3 -m pip download -q --only-binary=:all: --python-version "$pyver" \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 -d "$wheels" transformers >&2
+  mapfile -t wanted < <(cd "$wheels" && ls -- *.whl | grep -v -E '^(numpy|typing_extensions)-')
+  chroot "$dir" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root bash -c \
+    'cd /tmp/sharc-wheels && python3 -m pip install -q --break-system-packages \
+       --root-user-action=ignore --no-index --no-deps --ignore-installed "$@"' bash \
+    "${wanted[@]}" >&2
+  rm -rf "$wheels"
+  chroot "$dir" /usr/bin/python3 -c 'import transformers' >/dev/null 2>&1 ||
+    { echo "torch-env: transformers does not import in the trixie root" >&2; exit 1; }
+fi
+
 # A private mount namespace: the binds disappear with the command, however it ends.
 exec unshare --mount --propagation private -- bash -c '
   set -e
