@@ -11,6 +11,7 @@
 #include <new>
 #include <sharc/memory.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "check.hpp"
@@ -19,6 +20,13 @@
 namespace sharc::perf {
 
 namespace {
+
+// The median of v (0 when empty).
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size();
+  return k == 0 ? 0 : k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
 
 // Page-aligned heap memory, or sharc::allocShared memory (--shared-buffers).
 struct BufferFree {
@@ -83,7 +91,8 @@ class Runner {
       const Call call = buffers(row.count, ts, inPlace != 0);
       Pattern timingPattern{type, op, n_, rowSeed * 4 + static_cast<uint64_t>(inPlace)};
       fillInputs(call, row.count, timingPattern, inPlace != 0);
-      m.timeUs = timeSharc(call, row.count, type, redop);
+      timeSharc(call, row.count, type, redop, m);
+      m.timeUs = o_.median ? m.medianUs : m.meanUs;
       computeBandwidth(o_.collective, n_, row.bytes, m);
       if (o_.check) m.wrong = check(call, row.count, {type, op, n_, rowSeed * 4 + 2}, inPlace != 0);
     }
@@ -166,10 +175,8 @@ class Runner {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                 .count());
       }
-      std::sort(times.begin(), times.end());
     }
-    const size_t k = times.size();
-    double mine = k == 0 ? 0 : k % 2 ? times[k / 2] : (times[k / 2 - 1] + times[k / 2]) / 2;
+    double mine = medianOf(times);
     comm_.allReduce(&mine, &m.timeUs, 1, DataType::Float64, RedOp::Max);
     m.gbps = m.timeUs > 0 ? static_cast<double>(bytes) / 1.0e3 / m.timeUs : 0;
     return m;
@@ -180,18 +187,27 @@ class Runner {
     asm volatile("" ::"r"(copyTo_.get()) : "memory");  // the copy must happen each time
   }
 
-  double timeSharc(const Call& call, size_t count, DataType type, RedOp op) {
+  // Sets m.meanUs (the -n calls back to back, / -n) and m.medianUs (each call timed on its
+  // own, the median), both the slowest rank's.
+  void timeSharc(const Call& call, size_t count, DataType type, RedOp op, Measure& m) {
     for (int i = 0; i < o_.warmup; ++i)
       runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
+    std::vector<double> each(static_cast<size_t>(o_.iters));
     comm_.barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i)
+    auto last = t0;
+    for (int i = 0; i < o_.iters; ++i) {
       runOnce(comm_, o_.collective, call.send, call.recv, count, type, op);
-    const std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - t0;
-    double mine = elapsed.count() / o_.iters;
-    double slowest = 0;
-    comm_.allReduce(&mine, &slowest, 1, DataType::Float64, RedOp::Max);
-    return slowest;
+      const auto now = std::chrono::steady_clock::now();
+      each[static_cast<size_t>(i)] = std::chrono::duration<double, std::micro>(now - last).count();
+      last = now;
+    }
+    const std::chrono::duration<double, std::micro> elapsed = last - t0;
+    double mine[2] = {elapsed.count() / o_.iters, medianOf(std::move(each))};
+    double slowest[2] = {0, 0};
+    comm_.allReduce(mine, slowest, 2, DataType::Float64, RedOp::Max);
+    m.meanUs = slowest[0];
+    m.medianUs = slowest[1];
   }
 
   // One call on fresh inputs; returns the mismatches summed over ranks.

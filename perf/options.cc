@@ -143,8 +143,8 @@ std::optional<Collective> parseCollective(std::string_view text) {
 
 // sharc-perf's own long names (the common ones are FlagParser's).
 constexpr LongFlag kLongFlags[] = {
-    {"check", 'c'},   {"baseline", 'B'},  {"json", 'J'},
-    {"explain", 'X'}, {"calibrate", 'C'}, {"shared-buffers", 'S'},
+    {"check", 'c'},  {"baseline", 'B'},  {"json", 'J'},           {"explain", 'X'},
+    {"median", 'M'}, {"calibrate", 'C'}, {"shared-buffers", 'S'},
 };
 
 constexpr LongFlag kCommonLongFlags[] = {
@@ -262,6 +262,10 @@ Options parseOptions(int argc, char** argv) {
       o.sharedBuffers = true;
       continue;
     }
+    if (p.letter() == 'M') {
+      o.median = true;
+      continue;
+    }
     if (p.applyCommon(o)) continue;
     const std::string_view value = p.value();
     switch (p.letter()) {
@@ -348,6 +352,9 @@ std::string usageText(const char* program) {
          "                           (ranks of one host then copy between them in user space)\n"
          "      --explain            print the tuner's algorithm, its predicted time (us) and\n"
          "                           measured out-of-place time / predicted per row\n"
+         "      --median             time each of the -n calls: time (and busbw, ratio) is the\n"
+         "                           slowest rank's median call, not the mean over -n; one\n"
+         "                           stalled call then does not move it (JSON has both)\n"
          "      --calibrate FILE     measure the tuner's parameters on this job (latency and\n"
          "                           bandwidth of a rank pair on one node and across nodes,\n"
          "                           memcpy, reduction, step overhead) and write FILE for\n"

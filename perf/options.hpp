@@ -37,9 +37,12 @@ struct Options : CommonOptions {
   bool mpiBaseline = false;     ///< --baseline mpi
   bool memcpyBaseline = false;  ///< --baseline memcpy
   bool explain = false;         ///< --explain: the tuner's plan and prediction per row
-  bool sharedBuffers = false;   ///< --shared-buffers: send/recv from sharc::allocShared
-  std::string calibratePath;    ///< --calibrate FILE: measure the tuner's parameters
-  std::string jsonPath;         ///< --json FILE
+  /// --median: the table's time is the slowest rank's median time of one call, not the
+  /// mean over -n (nccl-tests' time); the JSON carries both either way.
+  bool median = false;
+  bool sharedBuffers = false;  ///< --shared-buffers: send/recv from sharc::allocShared
+  std::string calibratePath;   ///< --calibrate FILE: measure the tuner's parameters
+  std::string jsonPath;        ///< --json FILE
 };
 
 /// Thrown for a malformed command line; what() is the message to print before the usage.

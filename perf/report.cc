@@ -69,7 +69,8 @@ std::string jsonNumber(double v) {
 }
 
 std::string jsonMeasure(const Measure& m) {
-  return "{\"time_us\": " + jsonNumber(m.timeUs) + ", \"algbw_gbps\": " + jsonNumber(m.algBw) +
+  return "{\"time_us\": " + jsonNumber(m.timeUs) + ", \"mean_us\": " + jsonNumber(m.meanUs) +
+         ", \"median_us\": " + jsonNumber(m.medianUs) + ", \"algbw_gbps\": " + jsonNumber(m.algBw) +
          ", \"busbw_gbps\": " + jsonNumber(m.busBw) +
          ", \"wrong\": " + (m.wrong < 0 ? std::string("null") : std::to_string(m.wrong)) + "}";
 }

@@ -18,7 +18,9 @@ std::string timeStr(double us);
 
 /// One timed variant (out-of-place or in-place) of one row.
 struct Measure {
-  double timeUs = 0;
+  double timeUs = 0;     ///< what the table shows: meanUs, or medianUs with --median
+  double meanUs = 0;     ///< the slowest rank's time of -n calls / -n (nccl-tests' time)
+  double medianUs = 0;   ///< the slowest rank's median time of one of the -n calls
   double algBw = 0;      ///< GB/s (1e9 bytes per second)
   double busBw = 0;      ///< GB/s
   long long wrong = -1;  ///< mismatching elements summed over ranks; -1: not checked
