@@ -50,6 +50,20 @@ inline int hierBlocksAcross(const std::vector<HierClass>& classes, int nodes) {
   return most;
 }
 
+/// The blocks the busiest node's link carries each way over both phases of hierarchical
+/// AllReduce: node k sends L_k(N-1) own blocks in the AllGather and the partials of the
+/// other n - L_k ranks in the ReduceScatter (and receives as many): max over k of
+/// L_k(N-1) + n - L_k. Even nodes: 2L(N-1), the two phases' sum; 3+1: 4, not 2 x 3.
+inline int hierBothPhasesBlocks(const NodeMap& map) {
+  const int n = map.size(), N = map.nodes();
+  int most = 0;
+  for (const auto& ranks : map.ranksOf) {
+    const int L = static_cast<int>(ranks.size());
+    most = std::max(most, L * (N - 1) + n - L);
+  }
+  return most;
+}
+
 /// Whether two ranks of different nodes send to each other in hierarchical's inter-node
 /// phase (AllGather: a rank to its proxy on every other node; ReduceScatter the reverse): over
 /// tcp, where the engine takes the rotated proxy rule (communicator.cc), pairs talk one way on

@@ -82,6 +82,7 @@ class Model {
     if (bfRank_ > bf_ && map && maxLocal_ * nodes_ != n_)
       hierRankBlocks_ = hierBlocksAcross(hier_, nodes_);
     if (map && p.fabricHalfDuplex && !p.dmaTransfers) hierTwoWay_ = hierTwoWayPairs(*shape.nodes);
+    hierBothPhases_ = map ? hierBothPhasesBlocks(*shape.nodes) : 2 * maxLocal_ * (nodes_ - 1);
     c_ = 1.0 / (p.copyGbps * 1e3);
     cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
@@ -553,6 +554,7 @@ class Model {
   // Some pair of ranks on two nodes sends both ways in hierarchical's inter-node phase
   // (hierTwoWayPairs); computed where the fabric is half duplex per connection.
   bool hierTwoWay_ = false;
+  int hierBothPhases_ = 0;  // hierBothPhasesBlocks: the busiest node link's blocks each way
   mutable double fill_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/tuner.hpp"
+#include "algorithms/tuner_hier.hpp"
 #include "core/config.hpp"
 
 namespace sharc::algo {
@@ -186,6 +187,41 @@ TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
   EXPECT_NEAR(predictUs(ag, Algorithm::Hierarchical, M, firstRail) -
                   predictUs(ag, Algorithm::Hierarchical, M, twoRails),
               wire, 0.05 * wire);
+}
+
+// Hierarchical AllReduce over tcp (half duplex per connection): the first 32 KiB of a block
+// leave in posting order, so for that share the ReduceScatter's partials and the AllGather's
+// blocks share the links and the busiest node link carries its blocks of both phases each
+// way: 3+1's 4 blocks, not the phases' 3 + 3. Even nodes carry the sum either way.
+TEST(Tuner, HierarchicalAllReducePhasesShareTcpLinksForSmallBlocks) {
+  const NodeMap threeOne = layout({3, 1}), twoOneOne = layout({2, 1, 1}), twoTwo = layout({2, 2});
+  EXPECT_EQ(model::hierBothPhasesBlocks(threeOne), 4);
+  EXPECT_EQ(model::hierBothPhasesBlocks(twoOneOne), 6);
+  EXPECT_EQ(model::hierBothPhasesBlocks(twoTwo), 4);
+  EXPECT_EQ(model::hierBothPhasesBlocks(layout({8, 8, 4})), 28);  // 8 x 2 + 20 - 8
+  TunerParams tcp = params();
+  tcp.fabric = {40, 0.0234};  // 200 Mbit/s: the fabric dominates
+  tcp.fabricHalfDuplex = true;
+  TunerParams fullDuplex = tcp;
+  fullDuplex.fabricHalfDuplex = false;
+  const auto ar = [](size_t total, const NodeMap& m) {
+    return shape(CollKind::AllReduce, total, 4, kNet, &m);
+  };
+  // 3+1, 64 KiB: 16 KiB blocks, 2 of the 6 fewer.
+  const double block = 16.0 * K / (0.0234 * 1e3);
+  EXPECT_NEAR(predictUs(ar(64 * K, threeOne), Algorithm::Hierarchical, M, fullDuplex) -
+                  predictUs(ar(64 * K, threeOne), Algorithm::Hierarchical, M, tcp),
+              2 * block, 0.05 * block);
+  // 2+1+1: 6 blocks of 16 KiB against 8.
+  EXPECT_NEAR(predictUs(ar(64 * K, twoOneOne), Algorithm::Hierarchical, M, fullDuplex) -
+                  predictUs(ar(64 * K, twoOneOne), Algorithm::Hierarchical, M, tcp),
+              2 * block, 0.05 * block);
+  EXPECT_DOUBLE_EQ(predictUs(ar(64 * K, twoTwo), Algorithm::Hierarchical, M, tcp),
+                   predictUs(ar(64 * K, twoTwo), Algorithm::Hierarchical, M, fullDuplex));
+  // 64 KiB blocks: half of each overlaps, one block of the two.
+  EXPECT_NEAR(predictUs(ar(256 * K, threeOne), Algorithm::Hierarchical, M, fullDuplex) -
+                  predictUs(ar(256 * K, threeOne), Algorithm::Hierarchical, M, tcp),
+              4 * block, 0.05 * block);
 }
 
 TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
