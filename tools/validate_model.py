@@ -3,8 +3,11 @@
 
 For every case (a layout of ranks per node, a number of rails, a shaped link rate, a
 collective) it runs `sharc-perf --explain` under tools/emulate-cluster.sh several times and
-compares the tuner's prediction for each size with the median measured time (out-of-place
-and in-place samples of every repeat). With --calibrate it first runs `sharc-perf
+compares the tuner's prediction for each size with the measured time: the median of the
+out-of-place and in-place samples of every repeat, each sample the slowest rank's median call
+(sharc-perf --median), so that one stalled call (10-20 ms on a loaded 2-core host) does not
+move a 64 KiB row by milliseconds. Sizes below --small-below get their own sharc-perf run with
+--small-iters calls (they are cheap). With --calibrate it first runs `sharc-perf
 --calibrate` on the same emulated cluster and repeats the case with SHARC_TUNER_FILE set.
 
   tools/validate_model.py --perf build/perf/sharc-perf --cases 2,2 3,1 --rates 1gbit \\
@@ -38,6 +41,29 @@ def parse_case(text):
     return layout, int(rails or 1)
 
 
+def parse_size(text):
+    """'64K' -> 65536 (K, M, G binary, as sharc-perf reads them)."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper()
+    try:
+        return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
+    except ValueError:
+        raise SystemExit(f"validate_model: bad size '{text}' (expected e.g. 64K, 16M)")
+
+
+def size_runs(args):
+    """The sharc-perf runs of one repeat: [(first, last, iters, warmup)], sizes below
+    --small-below in their own run with --small-iters calls."""
+    sizes, s = [], parse_size(args.min)
+    while s <= parse_size(args.max):
+        sizes.append(s)
+        s *= args.factor
+    small = [s for s in sizes if s < parse_size(args.small_below)]
+    big = [s for s in sizes if s not in small]
+    runs = [(small[0], small[-1], args.small_iters, args.small_warmup)] if small else []
+    return runs + ([(big[0], big[-1], args.iters, args.warmup)] if big else [])
+
+
 def run_emulated(args, layout, rails, rate, perf_args, env_extra, tag):
     """Runs sharc-perf PERF_ARGS on the emulated cluster; returns the exit status."""
     cmd = [args.emulate, "--nodes", layout, "--rails", str(rails), "--timeout",
@@ -64,7 +90,8 @@ def run_emulated(args, layout, rails, rate, perf_args, env_extra, tag):
 def measure_case(args, layout, rails, rate, coll, calibrated):
     """Repeats one case; returns its result dict or None (skipped: 77)."""
     name = f"{layout.replace(',', '-')}_r{rails}_{rate}_{coll}_{'cal' if calibrated else 'uncal'}"
-    env = {}
+    # The model's choice is what is validated: no learning tuner trying others.
+    env = {"SHARC_TUNER_LEARN": "0"}
     if calibrated:
         tfile = os.path.join(args.out, f"tuner_{layout.replace(',', '-')}_r{rails}_{rate}.txt")
         if not os.path.exists(tfile):
@@ -77,21 +104,24 @@ def measure_case(args, layout, rails, rate, coll, calibrated):
         env["SHARC_TUNER_FILE"] = tfile
     samples, plans = {}, {}
     for rep in range(args.repeats):
-        jpath = os.path.join(args.out, f"{name}.{rep}.json")
-        perf = [coll, "-b", args.min, "-e", args.max, "-f", str(args.factor), "-n",
-                str(args.iters), "-w", str(args.warmup), "-c", "0", "--explain", "--json", jpath]
-        rc = run_emulated(args, layout, rails, rate, perf, env, f"{name}.{rep}")
-        if rc == 77:
-            return None
-        if rc != 0 or not os.path.exists(jpath):
-            continue
-        with open(jpath) as f:
-            doc = json.load(f)
-        for row in doc["rows"]:
-            size = row["size"]
-            samples.setdefault(size, []).extend(
-                [row["out_of_place"]["time_us"], row["in_place"]["time_us"]])
-            plans[size] = row["plan"]
+        for part, (first, last, iters, warmup) in enumerate(size_runs(args)):
+            tag = f"{name}.{rep}" + (f".{part}" if part else "")
+            jpath = os.path.join(args.out, f"{tag}.json")
+            perf = [coll, "-b", str(first), "-e", str(last), "-f", str(args.factor), "-n",
+                    str(iters), "-w", str(warmup), "-c", "0", "--median", "--explain", "--json",
+                    jpath]
+            rc = run_emulated(args, layout, rails, rate, perf, env, tag)
+            if rc == 77:
+                return None
+            if rc != 0 or not os.path.exists(jpath):
+                continue
+            with open(jpath) as f:
+                doc = json.load(f)
+            for row in doc["rows"]:
+                size = row["size"]
+                samples.setdefault(size, []).extend(
+                    [row["out_of_place"]["time_us"], row["in_place"]["time_us"]])
+                plans[size] = row["plan"]
     if not samples:
         return {"name": name, "error": f"no run succeeded (logs in {args.out})"}
     rows = []
@@ -134,6 +164,30 @@ def table(results, bounds):
                        f"{row['algorithm']} | {row['predicted_us']:.0f} | "
                        f"{row['measured_us']:.0f} | {ratio:.2f} | {'yes' if ok else 'NO'} |")
     return "\n".join(out), misses
+
+
+def matrix(results, bounds, calibrated):
+    """One line per case, measured/predicted per size (README's form); ✗ outside the bound."""
+    rs = [r for r in results if "rows" in r and r["calibrated"] == calibrated]
+    sizes = sorted({row["size"] for r in rs for row in r["rows"]})
+    out = ["| nodes (ranks each) | rails | link | collective | algorithm | "
+           + " | ".join(fmt_size(s) for s in sizes) + " |",
+           "|---|---|---|---|---|" + "---|" * len(sizes)]
+    for r in sorted(rs, key=lambda r: (r["rate"] != "200mbit", r["rails"], r["layout"],
+                                       r["collective"])):
+        by = {row["size"]: row for row in r["rows"]}
+        algos = list(dict.fromkeys(row["algorithm"] for row in r["rows"]))
+        cells = []
+        for s in sizes:
+            row = by.get(s)
+            if not row:
+                cells.append("")
+                continue
+            ok = abs(row["predicted_us"] / row["measured_us"] - 1) <= bound(s, bounds)
+            cells.append(f"{row['measured_us'] / row['predicted_us']:.2f}" + ("" if ok else " ✗"))
+        out.append(f"| {r['layout']} | {r['rails']} | {r['rate']} | {r['collective']} | "
+                   f"{' / '.join(algos)} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def plot(results, path):
@@ -183,6 +237,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--small-below", default="1M", help="sizes below get their own run")
+    ap.add_argument("--small-iters", type=int, default=15)
+    ap.add_argument("--small-warmup", type=int, default=5)
     ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--port", type=int, default=29531)
     ap.add_argument("--calibrate", action="store_true", help="also calibrated runs")
@@ -192,6 +249,8 @@ def main():
     ap.add_argument("--bounds", default="0.15,0.30")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row misses --bounds")
     ap.add_argument("--plot")
+    ap.add_argument("--matrix", action="store_true",
+                    help="also measured/predicted per case and size (README's tables)")
     args = ap.parse_args()
     try:
         bounds = [float(x) for x in args.bounds.split(",")]
@@ -226,6 +285,10 @@ def main():
                         print("\n".join(text.split("\n")[2:]), flush=True)
     text, misses = table(results, bounds)
     print(text)
+    if args.matrix:
+        for cal in (False, True):
+            print(f"\n{'Calibrated' if cal else 'Uncalibrated'}, measured/predicted:\n")
+            print(matrix(results, bounds, cal))
     rows = sum(len(r.get("rows", [])) for r in results)
     print(f"\n{rows} rows, {misses} outside the bounds {bounds[0]:.0%} (>= 256 KiB) / "
           f"{bounds[1]:.0%} (below); load average {os.getloadavg()[0]:.2f}")
