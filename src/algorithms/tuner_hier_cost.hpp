@@ -135,11 +135,13 @@ inline void Model::hierarchicalDma(Cost& k, double m, bool reduce) const {
 // Hierarchical AllReduce (its ReduceScatter, then its AllGather, chunk by chunk: a chunk's
 // gather starts once it is reduced). The longest of: the two phases' serial paths one after
 // the other; each resource's work of both phases; one chunk through both phases (at
-// small sizes, with one chunk per block, the whole call). On a CPU transport, the sum.
+// small sizes, with one chunk per block, the whole call). On a CPU transport, the sum (less
+// tcp's overlap of a block's first 32 KiB).
 inline void Model::hierarchicalAllReduce(Cost& k, double m) const {
   if (!p_.dmaTransfers) {
-    // The two phases one after the other. (Their node links overlapping chunk by chunk, as
-    // the DMA path below counts, priced 3+1 and 2+1+1 AllReduce at 0.55-0.7x of measured.)
+    // The two phases one after the other. (Their node links overlapping chunk by chunk at
+    // every size, as the DMA path below counts, priced 3+1 and 2+1+1 AllReduce at 0.55-0.7x
+    // of measured.)
     Cost both;
     hierarchical(both, m, true);
     hierarchical(both, m, false);
