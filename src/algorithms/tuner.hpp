@@ -97,8 +97,9 @@ struct TunerParams {
   /// SHARC_TUNER_FILE key.
   double fabricRankShare = 1.0;
   /// Rails one rank stripes a message over (SHARC_NICS: one endpoint per NIC): a message
-  /// of x bytes is cut into transport::stripePieces(x, fabricRails) pieces, one per rail
-  /// from 64 KiB on, so a smaller one moves over the first rail alone. 1: one rail.
+  /// of x bytes is cut into transport::stripePieces(x, fabricRails) pieces, one per rail,
+  /// from 32 KiB on in pieces of at least 16 KiB, so a smaller one moves over the first rail
+  /// alone. 1: one rail.
   int fabricRails = 1;
   /// Share of the fabric's rate (the node's and each rank's) that one rail carries: a
   /// message cut into k pieces moves at min(1, k x this) of it. fromConfig: the first NIC's

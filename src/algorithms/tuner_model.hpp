@@ -107,8 +107,8 @@ class Model {
   }
 
   // A message of x bytes is cut into stripePieces(x) pieces, one per rail (StripedEndpoint):
-  // under 64 KiB one, on the first rail, so its fabric time, at the node's and at the rank's
-  // rate, is this many times its bytes' (1 from 64 KiB on).
+  // under 32 KiB one, on the first rail, so its fabric time, at the node's and at the rank's
+  // rate, is this many times its bytes' (1 once it is cut over every rail).
   double railScale(double x) const { return algo::railScale(p_, x); }
 
   double stepUs() const { return p_.stepUs; }

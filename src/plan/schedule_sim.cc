@@ -366,8 +366,9 @@ class Replay {
         f.res[f.links++] = 2 * (nodes_ + n_) + m.src;
         f.res[f.links++] = 2 * (nodes_ + n_) + n_ + m.dst;
       }
-      // A message under 64 KiB is not striped (StripedEndpoint): it moves over the first of
-      // the rank's rails, taking 1 / fabricRailShare of each fabric link's rate per byte.
+      // A message cut into fewer pieces than the rank has rails (StripedEndpoint: under
+      // 32 KiB one) moves over that many of them, taking 1 / (pieces x fabricRailShare) of
+      // each fabric link's rate per byte.
       const double rails = algo::railScale(p_, m.bytes);
       for (int i = 0; i < f.links; ++i) f.weight[i] = rails;
       // Half duplex: one connection per pair carries both directions in turn, for messages

@@ -1,7 +1,7 @@
 // Multi-rail: one fabric endpoint per NIC of a rank ("rail"), seen by the schedules as one
-// endpoint. A message of at least kStripeMin bytes is cut into one near-equal piece per
-// rail (stripe_rule.hpp), sent and received in parallel; smaller ones, and receives from any
-// peer, use rail 0.
+// endpoint. A message of at least kStripeMin bytes is cut into near-equal pieces of at least
+// kStripePiece, one per rail up to the rail count (stripe_rule.hpp), sent and received in
+// parallel; smaller ones, and receives from any peer, use rail 0.
 // Both sides cut by length, so a receive posted for another length than was sent ends short
 // or truncated, and the schedule reports the mismatched count as it does on one rail.
 #pragma once

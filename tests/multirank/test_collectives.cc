@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, ForcedAlgorithm,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
-// Two rails (SHARC_NICS=lo,lo: two tcp endpoints per rank): messages from 64 KiB on are
+// Two rails (SHARC_NICS=lo,lo: two tcp endpoints per rank): messages from 32 KiB on are
 // striped over both; results must not change, and a mismatched count is still an error.
 TEST(MultiRail, StripedMessagesMatchReference) {
   RunOptions o;

@@ -78,10 +78,10 @@ TEST(PlanCollective, MoreNodesOrBytesNeverFaster) {
           last = t;
         }
       }
-  // In bytes the model is monotonic but where the engine is not: a message of 64 KiB is cut
-  // over all of the rank's NICs and one just under it goes over the first alone; there a
-  // larger call can be faster. Checked with every message over all of a rank's NICs
-  // (railsPerRank 1), and with the cut never faster.
+  // In bytes the model is monotonic but where the engine is not: from 32 KiB a message is cut
+  // over the rank's NICs in pieces of at least 16 KiB and one just under it goes over the
+  // first alone; there a larger call can be faster. Checked with every message over all of a rank's
+  // NICs (railsPerRank 1), and with the cut never faster.
   for (const Cluster& cl : clusters())
     for (Collective c : kAll)
       for (int nodes : {1, 2, 16, 256}) {

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <utility>
 
 #include "sharc/error.hpp"
 #include "sim_cases.hpp"
@@ -68,16 +69,18 @@ TEST(ScheduleSim, HalfDuplexConnectionCarriesBothDirections) {
   }
 }
 
-// Four rails: a message under 64 KiB is not striped, so it moves at one rail's rate
-// (fabricRailShare of the link); from 64 KiB on at the whole link's. The model agrees.
+// Four rails: a message under 32 KiB is not striped, so it moves at one rail's rate
+// (fabricRailShare of the link); from 32 KiB on it is cut into pieces of at least 16 KiB,
+// one per rail (32 KiB: 2 of the 4 rails, 48 KiB: 3), from 64 KiB on all 4. The model agrees.
 TEST(ScheduleSim, MessagesUnderTheStripeSizeUseOneRail) {
   auto p = fabricOnly(40, 2, 1);
   p.fabricRails = 4;
   p.fabricRailShare = 0.25;
-  for (const double x : {16.0 * 1024, 32.0 * 1024, 64.0 * 1024}) {
+  for (const auto& [x, rails] : {std::pair{16.0 * 1024, 1}, std::pair{32.0 * 1024, 2},
+                                 std::pair{48.0 * 1024, 3}, std::pair{64.0 * 1024, 4}}) {
     const SimResult r = simulate(p, layout({1, 1}), Collective::AllGather,
                                  static_cast<size_t>(2 * x), Algorithm::Ring, 64 << 20);
-    const double rate = x < 64 * 1024 ? 2e3 * 0.25 : 2e3;
+    const double rate = 2e3 * 0.25 * rails;
     const double want = 1 + 1 + x / rate + 40;
     EXPECT_NEAR(r.us, want, 1e-6 * want) << x << " bytes each way";
     algo::CallShape s;

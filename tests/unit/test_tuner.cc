@@ -150,13 +150,17 @@ TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
   EXPECT_EQ(plan(s, capped, false).algorithm, Algorithm::Hierarchical);
 }
 
-// A message under 64 KiB is not striped (transport/stripe_rule.hpp): on two rails it moves
-// at the first rail's rate. Large calls, whose messages are all striped, cost the same as on
-// one link of both rails' rate.
+// A message under 32 KiB is not striped (transport/stripe_rule.hpp): on two rails it moves
+// at the first rail's rate; from 32 KiB on it is cut into pieces of at least 16 KiB. Large
+// calls, whose messages are all striped, cost the same as on one link of both rails' rate.
 TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
-  EXPECT_EQ(transport::stripePieces(64 * K - 1, 2), 1u);
-  EXPECT_EQ(transport::stripePieces(64 * K, 2), 2u);
+  EXPECT_EQ(transport::stripePieces(32 * K - 1, 2), 1u);
+  EXPECT_EQ(transport::stripePieces(32 * K, 2), 2u);
+  EXPECT_EQ(transport::stripePieces(32 * K, 4), 2u);
+  EXPECT_EQ(transport::stripePieces(48 * K, 4), 3u);
+  EXPECT_EQ(transport::stripePieces(64 * K, 4), 4u);
   EXPECT_EQ(transport::stripePieces(M, 4), 4u);
+  EXPECT_EQ(transport::stripePieces(M, 1), 1u);
   EXPECT_EQ(transport::stripePieces(0, 4), 1u);
   const NodeMap twoByTwo = layout({2, 2});
   TunerParams twoRails = params();
@@ -169,15 +173,15 @@ TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
                                   Algorithm::RecursiveDoubling, Algorithm::Bruck};
   for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce})
     for (Algorithm a : algorithms) {
-      const CallShape small = shape(k, 32 * K, 4, kNet, &twoByTwo);  // every message < 64 KiB
+      const CallShape small = shape(k, 16 * K, 4, kNet, &twoByTwo);  // every message < 32 KiB
       EXPECT_GT(predictUs(small, a, M, firstRail), 1.3 * predictUs(small, a, M, twoRails))
           << static_cast<int>(k) << " " << static_cast<int>(a);
       const CallShape large = shape(k, 64 * M, 4, kNet, &twoByTwo);
       EXPECT_DOUBLE_EQ(predictUs(large, a, M, firstRail), predictUs(large, a, M, twoRails))
           << static_cast<int>(k) << " " << static_cast<int>(a);
     }
-  // A message of 64 KiB is striped: recursive doubling's AllReduce of 64 KiB costs the same.
-  const CallShape ar = shape(CollKind::AllReduce, 64 * K, 4, kNet, &twoByTwo);
+  // A message of 32 KiB is striped: recursive doubling's AllReduce of 32 KiB costs the same.
+  const CallShape ar = shape(CollKind::AllReduce, 32 * K, 4, kNet, &twoByTwo);
   EXPECT_DOUBLE_EQ(predictUs(ar, Algorithm::RecursiveDoubling, M, firstRail),
                    predictUs(ar, Algorithm::RecursiveDoubling, M, twoRails));
   // Hierarchical AllGather of 64 KiB moves a node's 32 KiB across in 16 KiB messages: twice
@@ -358,7 +362,7 @@ TEST(TunerFile, FabricFromTheNicRateUnlessTheFileSetsIt) {
   EXPECT_EQ(TunerParams::fromConfig(c).fabricRails, 1);
   c.nics = {"eth0", "eth1"};  // SHARC_NICS: two rails
   EXPECT_NEAR(TunerParams::fromConfig(c).fabric.gbps, 400e6 / 8 * share / 1e9, 1e-9);
-  // a message under 64 KiB uses the first rail alone: half the link
+  // a message under 32 KiB uses the first rail alone: half the link
   EXPECT_EQ(TunerParams::fromConfig(c).fabricRails, 2);
   EXPECT_DOUBLE_EQ(TunerParams::fromConfig(c).fabricRailShare, 0.5);
   c.nicMbits = 1e6;  // 1 Tbit/s of tcp: the progress thread's copies limit it
