@@ -64,6 +64,16 @@ if [[ ${SHARC_README_CHECK:-1} != 0 ]]; then
   bash tools/readme-check.sh || readme_status=$?
 fi
 
+# The failing tests' own output once more, last here: CI shows the end of this log.
+if [[ $status -ne 0 && -s build/Testing/Temporary/LastTestsFailed.log ]]; then
+  step "output of the failed tests (their last 40 lines)"
+  while IFS=: read -r _ name; do
+    echo "---- ${name}"
+    awk -v n="\"${name}\"" 'index($0, n " start time:") == 1 {on = 1; next}
+      index($0, n " end time:") == 1 {on = 0} on' build/Testing/Temporary/LastTest.log | tail -40
+  done <build/Testing/Temporary/LastTestsFailed.log
+fi
+
 echo
 if [[ $status -eq 0 && $torch_status -eq 0 && $readme_status -eq 0 && $hardening_status -eq 0 ]]; then
   echo "SUMMARY: sharc build and tests PASSED"
