@@ -154,16 +154,10 @@ inline void Model::hierarchicalAllReduce(Cost& k, double m) const {
     // measured 1.00-1.09x these 4 blocks against 6 (2+1+1: 6 against 8, 0.97x); at 256 KiB
     // (64 KiB blocks) 12.9-15.0 ms, between the 4 blocks' 11.2 and the 6 blocks' 16.8.
     if (p_.fabricHalfDuplex && nodes_ > 1) {
-      const int N = nodes_, L = maxLocal_;
-      const double one = std::min(m, static_cast<double>(chunk_));
-      const double blChunk = localPerByte(one);
-      const double fabric =
-          std::max(hierBothPhases_ * bf_, (hierRankBlocks_ + N - 1) * bfRank_) * m * railScale(one);
-      const double forwarded = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk /
-                               std::ceil(m / static_cast<double>(chunk_));
-      const double local = 2 * o_ * static_cast<double>(L - 1) * N * m * blChunk;
-      const double overlapped = std::max(fabric + forwarded, local);
-      const double share = std::min(1.0, kPhaseOverlapBytes / one);
+      const HierCpuTerms t = hierCpuTerms(m, hierBothPhases_, hierRankBlocks_ + nodes_ - 1, 2);
+      const double overlapped = std::max(t.fabric + t.forwarded, t.local);
+      const double share =
+          std::min(1.0, kPhaseOverlapBytes / std::min(m, static_cast<double>(chunk_)));
       both.transfer -= share * std::max(0.0, both.transfer - overlapped);
     }
     k.addRepeated(both, 1);
@@ -191,6 +185,18 @@ inline void Model::hierarchicalAllReduce(Cost& k, double m) const {
   k.steps += 4;
 }
 
+// hierarchical()'s and hierarchicalAllReduce()'s CPU-path terms (HierCpuTerms).
+inline Model::HierCpuTerms Model::hierCpuTerms(double m, double nodeBlocks, double rankBlocks,
+                                               int phases) const {
+  const int N = nodes_, L = maxLocal_;
+  const double one = std::min(m, static_cast<double>(chunk_));
+  const double blChunk = localPerByte(one);
+  return {std::max(nodeBlocks * bf_, rankBlocks * bfRank_) * m * railScale(one),
+          o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk /
+              std::max(1.0, std::ceil(m / static_cast<double>(chunk_))),
+          phases * o_ * static_cast<double>(L - 1) * N * m * blChunk};
+}
+
 // Hierarchical (hierarchical.cc). AllGather: each rank sends its block, chunk by chunk,
 // to its proxy on every other node and its node peers; every chunk it receives as proxy
 // goes on to its L-1 node peers. ReduceScatter mirrors it: contributions to the proxies
@@ -200,8 +206,6 @@ inline void Model::hierarchicalAllReduce(Cost& k, double m) const {
 inline void Model::hierarchical(Cost& k, double m, bool reduce) const {
   if (p_.dmaTransfers) return hierarchicalDma(k, m, reduce);
   const int N = nodes_, L = maxLocal_;
-  const double fabricBytes = static_cast<double>(L) * (N - 1) * m;  // per node link
-  const double localBytes = static_cast<double>(L - 1) * N * m;     // per rank
   // Each rank posts its sends one after another on its progress thread: its own chunk to
   // its N-1 proxies (the node peers' copies go out while those are in flight), then, once
   // they arrive, each of the N-1 chunks it proxies to its L-1 node peers: (N-1)*L posts on
@@ -213,9 +217,11 @@ inline void Model::hierarchical(Cost& k, double m, bool reduce) const {
   // is forwarded once it has arrived, so the forwards of the last chunk of every block,
   // 1/chunks of the (L-1)*(N-1)*m forwarded per rank, follow the fabric phase. (The replay
   // of ReduceScatter's mirror image is mixed: its reductions overlap instead.)
-  const double forwarded = reduce ? 0.0 : o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
+  // (fabric: L(N-1) blocks per node link, N-1 per rank; local: (L-1)N blocks per rank)
+  const HierCpuTerms t = hierCpuTerms(m, static_cast<double>(L) * (N - 1), hierRankBlocks_, 1);
+  const double forwarded = reduce ? 0.0 : t.forwarded;
   const double rails = railScale(std::min(m, static_cast<double>(chunk_)));  // one chunk's
-  double fabric = std::max(fabricBytes * bf_, hierRankBlocks_ * m * bfRank_) * rails;  // node, rank
+  double fabric = t.fabric;
   // A pair sending both ways (hierTwoWay_: 3+1's lone rank and its proxy) takes turns on its
   // connection beyond duplexLoad's overlap, chunk by chunk, while the node's other
   // connections keep the link busy: 3+1 ReduceScatter at 200 Mbit/s and 1 Gbit/s measured
@@ -224,7 +230,7 @@ inline void Model::hierarchical(Cost& k, double m, bool reduce) const {
     const double piece = std::min(m, static_cast<double>(chunk_));
     fabric += std::ceil(m / piece) * (duplexLoad(piece) - piece) * bf_ * rails;
   }
-  k.transfer += std::max(fabric + forwarded / std::max(1.0, perBlock), o_ * localBytes * blChunk);
+  k.transfer += std::max(fabric + forwarded, t.local);
   if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
   k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;
   if (perBlock > 1)

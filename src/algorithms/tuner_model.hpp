@@ -82,7 +82,8 @@ class Model {
     if (bfRank_ > bf_ && map && maxLocal_ * nodes_ != n_)
       hierRankBlocks_ = hierBlocksAcross(hier_, nodes_);
     if (map && p.fabricHalfDuplex && !p.dmaTransfers) hierTwoWay_ = hierTwoWayPairs(*shape.nodes);
-    hierBothPhases_ = map ? hierBothPhasesBlocks(*shape.nodes) : 2 * maxLocal_ * (nodes_ - 1);
+    if (p.fabricHalfDuplex && !p.dmaTransfers)  // read only by hierarchicalAllReduce's CPU path
+      hierBothPhases_ = map ? hierBothPhasesBlocks(*shape.nodes) : 2 * maxLocal_ * (nodes_ - 1);
     c_ = 1.0 / (p.copyGbps * 1e3);
     cma_ = 1.0 / ((p.cmaGbps > 0 ? p.cmaGbps : p.copyGbps) * 1e3);
     blCache_ = 1.0 / (p.localCacheGbps * 1e3);
@@ -519,6 +520,13 @@ class Model {
     double head = 0, across = 0, rest = 0;
   };
   HierPaths hierarchicalPaths(double m, bool reduce) const;
+  // The CPU path's work terms for blocks of m bytes: the node link's (NODE_BLOCKS blocks on
+  // the busiest link, RANK_BLOCKS on a rank's own NICs), the forwards of each block's last
+  // chunk that follow it (AllGather's), and PHASES phases' node-local copies per rank.
+  struct HierCpuTerms {
+    double fabric = 0, forwarded = 0, local = 0;
+  };
+  HierCpuTerms hierCpuTerms(double m, double nodeBlocks, double rankBlocks, int phases) const;
   void hierarchicalDma(Cost& k, double m, bool reduce) const;
   void hierarchicalAllReduce(Cost& k, double m) const;
   void hierarchical(Cost& k, double m, bool reduce) const;
