@@ -44,10 +44,14 @@ struct Cluster {
   /// channels cross nodes on every GPU's NICs at once).
   double fabricRankShare = 0;
   /// NICs one rank stripes a message over (algo::TunerParams::fabricRails): sharc cuts a
-  /// message of 64 KiB or more into one piece per NIC, and sends a smaller one over the
-  /// first NIC alone. 0: from rails and ranksPerNode (railsPerRank: a p5 rank's 4). 1: every
+  /// message of 32 KiB or more into pieces of at least 16 KiB, at most one per NIC
+  /// (transport::stripePieces), and sends a smaller one over the first NIC alone. 0: from rails and ranksPerNode (railsPerRank: a p5 rank's 4). 1: every
   /// message at the rank's whole share (the NCCL backtest: NCCL's own transport).
   int railsPerRank = 0;
+  /// Share of a rank's fabric rate one of its NICs carries (algo::TunerParams::
+  /// fabricRailShare: a message cut into k pieces moves at min(1, k x this) of it). 0: every
+  /// NIC alike, 1 / railsPerRank. This host's: the first NIC's rate over the summed one.
+  double railShare = 0;
 };
 
 /// The NICs each of `ranksPerNode` ranks stripes over when sharc places `rails` NICs near

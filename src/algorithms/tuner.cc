@@ -63,8 +63,9 @@
 // of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload
 // share of a frame; on a half-duplex fabric (tcp) a pair that exchanges over one connection
 // takes turns beyond the first 64 KiB each way: max(x, 2x - 64 KiB) (fabric.half_duplex).
-// On several rails a message under 64 KiB is not striped (transport/stripe_rule.hpp): it
-// moves at the first rail's rate (TunerParams::fabricRailShare of b_fabric).
+// On several rails a message under 32 KiB is not striped (transport/stripe_rule.hpp): it
+// moves at the first rail's rate (TunerParams::fabricRailShare of b_fabric); a larger one is
+// cut into pieces of at least 16 KiB, at most one per rail.
 // A forced algorithm is costed as the schedule that really runs for it (runsAs). The
 // single-copy algorithms' c is 1/cma.gbps where set (cross-memory attach pins the peer's
 // pages: 0.65 GB/s against a 13.5 GB/s memcpy on the project's host, --calibrate -N 2).
@@ -421,7 +422,7 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
                     p.fabricSource.c_str());
       *breakdown += buf;
       if (p.fabricRails > 1 && p.fabricRailShare < 1) {
-        std::snprintf(buf, sizeof buf, "; %d rails of %.4g GB/s, under 64 KiB one", p.fabricRails,
+        std::snprintf(buf, sizeof buf, "; %d rails of %.4g GB/s, under 32 KiB one", p.fabricRails,
                       p.fabric.gbps * p.fabricRailShare);
         *breakdown += buf;
       }

@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "algorithms/tuner.hpp"
+#include "cluster_model.hpp"
 #include "core/config.hpp"
 #include "sharc/error.hpp"
 #include "sharc/plan_fsdp.hpp"
 
 namespace sharc::plan {
-namespace {
 
 // A Cluster from the tuner's parameters (what the running process would use).
 Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryBytes) {
@@ -34,8 +34,11 @@ Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryByt
   c.dmaTransfers = p.dmaTransfers;
   c.postedSends = p.postedSends;
   c.railsPerRank = p.fabricRails;  // this host's rails (SHARC_NICS)
+  c.railShare = p.fabricRailShare;  // and what the first carries (capped links: all of it)
   return c;
 }
+
+namespace {
 
 // A file key: which field it sets. Cluster keys first, then the tuner file's.
 struct Key {
@@ -120,6 +123,10 @@ Cluster loadClusterFile(const std::string& path) {
                                              "': cannot read it (expected a readable file of " +
                                              "`key = value` lines)");
   Cluster c = fromTuner(algo::TunerParams::defaults(), 8, 0);
+  // Another cluster's NICs: each rank stripes over its share of `rails`, all alike, as the
+  // built-in profiles (not this host's one rail).
+  c.railsPerRank = 0;
+  c.railShare = 0;
   const size_t slash = path.find_last_of('/');
   c.name = slash == std::string::npos ? path : path.substr(slash + 1);
   c.source = "cluster file " + path;

@@ -60,9 +60,10 @@ algo::TunerParams tunerParams(const Cluster& c) {
   p.postedSends = c.postedSends;
   p.fabricRankShare = c.fabricRankShare > 0 ? std::min(1.0, c.fabricRankShare)
                                             : rankFabricShare(c.rails, c.ranksPerNode);
-  // a rank's NICs, all alike: a message over k of them moves at k / fabricRails of its share
+  // a rank's NICs (all alike unless railShare says otherwise): a message over k of them
+  // moves at k / fabricRails of its share
   p.fabricRails = c.railsPerRank > 0 ? c.railsPerRank : railsPerRank(c.rails, c.ranksPerNode);
-  p.fabricRailShare = 1.0 / p.fabricRails;
+  p.fabricRailShare = c.railShare > 0 ? std::min(1.0, c.railShare) : 1.0 / p.fabricRails;
   return p;
 }
 

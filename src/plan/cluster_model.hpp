@@ -11,6 +11,10 @@ namespace sharc::plan {
 /// The tuner's parameters for `c`: its links at `efficiency` of their speed, no
 /// oversubscription (one core per rank), no cache effect on local messages.
 algo::TunerParams tunerParams(const Cluster& c);
+/// The Cluster of tuner parameters `p` (cluster_file.cc: this host, a cluster file's
+/// defaults), `ranksPerNode` ranks and `memoryBytes` each; tunerParams() gives `p`'s links,
+/// rails and rail share back.
+Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryBytes);
 /// `nodes` nodes of `ranksPerNode` ranks, numbered node by node.
 algo::NodeMap nodeMap(int nodes, int ranksPerNode);
 /// The tuner's shape of `c` of `bytes` on `map` (bytes: AllGather output, ReduceScatter

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "algorithms/tuner.hpp"
+#include "cluster_model.hpp"
 #include "core/config.hpp"
 #include "sharc/error.hpp"
 #include "sharc/plan_fsdp.hpp"
@@ -69,6 +70,11 @@ TEST_F(ClusterFile, EveryClusterKey) {
   EXPECT_EQ(c.stepUs, 0.75);
   EXPECT_EQ(c.efficiency, 0.8);
   EXPECT_TRUE(c.fabricHalfDuplex);
+  // 32 NICs over 8 ranks, as the built-in p5 profile: each rank stripes over its 4, alike
+  const algo::TunerParams p = tunerParams(c);
+  EXPECT_EQ(p.fabricRails, 4);
+  EXPECT_DOUBLE_EQ(p.fabricRailShare, 0.25);
+  EXPECT_DOUBLE_EQ(p.fabricRankShare, 4.0 / 32);
 }
 
 // A sharc-perf --calibrate file: the tuner's keys; the rest keeps the tuner's defaults.
@@ -141,6 +147,28 @@ TEST(ThisHost, TheTunersParameters) {
   EXPECT_EQ(c.fabricHalfDuplex, t.fabricHalfDuplex);
   EXPECT_EQ(c.efficiency, 1.0);
   EXPECT_EQ(c.name, "this host");
+  // and what the planner makes of it: the same rails and rail share as the tuner
+  const algo::TunerParams back = tunerParams(c);
+  EXPECT_EQ(back.fabricRails, t.fabricRails);
+  EXPECT_DOUBLE_EQ(back.fabricRailShare, t.fabricRailShare);
+}
+
+// The rail share goes through a Cluster as the tuner has it: two NICs whose summed rate is
+// capped (tcp on fast NICs: the first carries it all) or unequal, not 1 / rails; a cluster
+// that sets none keeps every NIC alike.
+TEST(ThisHost, RailShareIsTheTunersNotOneOverRails) {
+  for (double share : {1.0, 0.8, 0.5}) {
+    algo::TunerParams t = algo::TunerParams::defaults();
+    t.fabricRails = 2;
+    t.fabricRailShare = share;
+    const algo::TunerParams back = tunerParams(fromTuner(t, 4, 0));
+    EXPECT_EQ(back.fabricRails, 2);
+    EXPECT_DOUBLE_EQ(back.fabricRailShare, share);
+  }
+  Cluster alike = fromTuner(algo::TunerParams::defaults(), 4, 0);
+  alike.railsPerRank = 4;
+  alike.railShare = 0;
+  EXPECT_DOUBLE_EQ(tunerParams(alike).fabricRailShare, 0.25);
 }
 
 }  // namespace
