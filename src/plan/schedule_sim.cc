@@ -131,7 +131,7 @@ Ops buildOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorit
   return ops;
 }
 
-enum class Ev : uint8_t { FlowStart, Arrival, Advance };
+enum class Ev : uint8_t { FlowStart, Arrival, Advance, ThreadBusy, ThreadFree };
 struct Event {
   double t;
   uint64_t order;  // ties: first scheduled first (deterministic)
@@ -148,10 +148,11 @@ struct Message {
 };
 
 struct Flow {
+  static constexpr int kMaxLinks = 7;
   uint32_t msg;
-  int res[5];  // the links it crosses
+  int res[kMaxLinks];  // the links it crosses (and, on a CPU transport, both progress threads)
   int links;
-  double weight[5];  // what it takes of each link per byte it moves (1 but on a connection)
+  double weight[kMaxLinks];  // what it takes of each link per byte it moves (1 but on a connection)
   double remaining, rate;
 };
 
@@ -170,6 +171,16 @@ class Replay {
       capacity_[i] = p.local.gbps * 1e3;
     for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
       capacity_[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
+    // On a CPU transport (tcp, shared memory: !dmaTransfers) the bytes move when the two
+    // ranks' progress threads copy them (send/recv, FIFO copies), so a message stands still
+    // while either thread reduces or copies: each rank's thread is a link its messages
+    // cross, of unbounded rate while the thread is free and none while it is busy.
+    cpuTransport_ = !p.dmaTransfers;
+    if (cpuTransport_) {
+      threadBase_ = static_cast<int>(capacity_.size());
+      capacity_.resize(capacity_.size() + static_cast<size_t>(n_), kThreadFree);
+      threadBusy_.assign(static_cast<size_t>(n_), 0);
+    }
   }
 
   SimResult run() {
@@ -314,8 +325,13 @@ class Replay {
       while (!k.local.empty()) {
         const uint32_t g = k.local.front();
         k.local.pop_front();
+        const double start = t;
         if (ops_.kind[g] == Kind::Reduce) t += ops_.bytes[g] / (p_.reduceGbps * 1e3);
         if (ops_.kind[g] == Kind::Copy) t += ops_.bytes[g] / (p_.copyGbps * 1e3);
+        if (cpuTransport_ && t > start) {  // the thread is busy: its messages stand still
+          push(start, Ev::ThreadBusy, static_cast<uint32_t>(r));
+          push(t, Ev::ThreadFree, static_cast<uint32_t>(r));
+        }
         complete(r, g, t);
         progressed = true;
       }
@@ -358,7 +374,8 @@ class Replay {
       flowDone(id, now);
       return;
     }
-    Flow f{id, {0, 0, 0, 0, 0}, 2, {1, 1, 1, 1, 1}, m.bytes, 0};
+    Flow f{id, {}, 2, {}, m.bytes, 0};
+    std::fill(std::begin(f.weight), std::end(f.weight), 1.0);
     if (crosses(m)) {
       f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
       f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
@@ -386,6 +403,10 @@ class Replay {
     } else {
       f.res[0] = 2 * nodes_ + m.src;       // rank's local egress
       f.res[1] = 2 * nodes_ + n_ + m.dst;  // rank's local ingress
+    }
+    if (cpuTransport_) {  // both progress threads move it
+      f.res[f.links++] = threadBase_ + m.src;
+      f.res[f.links++] = threadBase_ + m.dst;
     }
     flows_.push_back(f);
     dirty_ = true;
@@ -484,11 +505,23 @@ class Replay {
           case Ev::FlowStart: postFlow(e.id, now); break;
           case Ev::Arrival: arrive(e.id, now); break;
           case Ev::Advance: advance(static_cast<int>(e.id), now); break;
+          case Ev::ThreadBusy:
+            if (threadBusy_[e.id]++ == 0) setThread(e.id, 0.0);
+            break;
+          case Ev::ThreadFree:
+            if (--threadBusy_[e.id] == 0) setThread(e.id, kThreadFree);
+            break;
         }
       }
     }
   }
 
+  void setThread(uint32_t r, double capacity) {
+    capacity_[static_cast<size_t>(threadBase_) + r] = capacity;
+    dirty_ = true;
+  }
+
+  static constexpr double kThreadFree = 1e30;  // bytes per us: never the narrowest link
   const algo::TunerParams& p_;
   const algo::NodeMap& map_;
   Ops ops_;
@@ -497,7 +530,9 @@ class Replay {
   std::vector<uint8_t> postedOrDone_;  // per operation: a receive posted (or matched)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
-  bool inAdvance_ = false, dirty_ = false, rankNics_ = false;
+  bool inAdvance_ = false, dirty_ = false, rankNics_ = false, cpuTransport_ = false;
+  int threadBase_ = 0;              // cpuTransport_: the first progress-thread link
+  std::vector<int> threadBusy_;     // per rank: its reductions and copies under way
   std::vector<Message> messages_;
   std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages
@@ -549,8 +584,8 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
     shape.chunkBytesSet = true;
   }
   algo::TunerParams params = tunerParams(cluster);
-  // The transport and the posting window the replay plays (DMA, the engine's 32 sends).
-  params.dmaTransfers = true;
+  // The posting window the replay plays (the engine's 32 sends); the cluster's transport
+  // (DMA for the GPU profiles; a CPU transport for this host and calibration files).
   params.postedSends = static_cast<int>(kMaxPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
   return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;

@@ -22,7 +22,12 @@
 //     the message arrives its link class's alpha after its last byte left; the send
 //     completes then (delivery), the matching receive (same source, destination and slot) at
 //     max(arrival, when it was posted). Receive-side copies inside the transport, rendezvous
-//     handshakes and oversubscribed cores are not modelled.
+//     handshakes and oversubscribed cores are not modelled;
+//   - the transport: where the bytes move by DMA (TunerParams::dmaTransfers: NICs, NVLink)
+//     a message moves while its ranks' threads reduce; on a CPU transport (tcp, shared
+//     memory) the two ranks' progress threads copy it, so it stands still while either of
+//     them reduces or copies (each thread is one more link of the message, of no rate while
+//     busy).
 // The parameters are the tuner's (algo::TunerParams), so model and simulation differ only in
 // method: the model sums per-step terms, the simulation plays out the dependencies.
 #pragma once
@@ -48,7 +53,7 @@ struct SimResult {
 /// Replays `c` of `bytes` (AllGather output, ReduceScatter input, AllReduce vector; float32
 /// elements, rounded down to whole elements per rank) on the ranks of `map` with algorithm
 /// `a` cut into `chunkBytes` pieces, over links with the parameters `p` (only one core per
-/// rank is modelled: p.cores is ignored). The builders' own fallbacks apply (hierarchical on
+/// rank is modelled: p.cores is ignored; p.dmaTransfers picks the transport's rule above). The builders' own fallbacks apply (hierarchical on
 /// one node runs the ring, recursive doubling on 2^k + j ranks Bruck for AllGather and
 /// ReduceScatter). Throws sharc::Error(InvalidArgument) for an empty map or too few bytes, and
 /// sharc::Error(InternalError) if the replay deadlocks (a receive no rank sends).
