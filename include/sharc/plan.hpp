@@ -45,8 +45,9 @@ struct Cluster {
   double fabricRankShare = 0;
   /// NICs one rank stripes a message over (algo::TunerParams::fabricRails): sharc cuts a
   /// message of 32 KiB or more into pieces of at least 16 KiB, at most one per NIC
-  /// (transport::stripePieces), and sends a smaller one over the first NIC alone. 0: from rails and ranksPerNode (railsPerRank: a p5 rank's 4). 1: every
-  /// message at the rank's whole share (the NCCL backtest: NCCL's own transport).
+  /// (transport::stripePieces), and sends a smaller one over the first NIC alone. 0: from
+  /// rails and ranksPerNode (railsPerRank: a p5 rank's 4). 1: every message at the rank's
+  /// whole share (the NCCL backtest: NCCL's own transport).
   int railsPerRank = 0;
   /// Share of a rank's fabric rate one of its NICs carries (algo::TunerParams::
   /// fabricRailShare: a message cut into k pieces moves at min(1, k x this) of it). 0: every

@@ -53,11 +53,11 @@
 //                                    pipelined chunk by chunk where the bytes move by DMA
 //
 // Where the transport moves the bytes by DMA (TunerParams::dmaTransfers: NICs, NVLink; what
-// sharc-plan's GPU clusters have and the replay plays), a pipelined ring overlaps its wire,
+// sharc-plan's GPU clusters have), a pipelined ring overlaps its wire,
 // its reductions and its posts chunk by chunk, and the hierarchical schedules are limited by
 // the engine's window of posted sends (TunerParams::postedSends). On a CPU transport (tcp,
 // shared memory: the host defaults) the transport's copies share the cores with the
-// reductions and those terms add, as measured on the 2-core host.
+// reductions and those terms add, as measured on the 2-core host (the replay plays both).
 //
 // Fabric defaults come from the host (TunerParams::fromConfig): b_fabric from the line rate
 // of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload

@@ -33,7 +33,7 @@ Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryByt
   c.fabricHalfDuplex = p.fabricHalfDuplex;
   c.dmaTransfers = p.dmaTransfers;
   c.postedSends = p.postedSends;
-  c.railsPerRank = p.fabricRails;  // this host's rails (SHARC_NICS)
+  c.railsPerRank = p.fabricRails;   // this host's rails (SHARC_NICS)
   c.railShare = p.fabricRailShare;  // and what the first carries (capped links: all of it)
   return c;
 }

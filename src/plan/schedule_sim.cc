@@ -531,8 +531,8 @@ class Replay {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
   bool inAdvance_ = false, dirty_ = false, rankNics_ = false, cpuTransport_ = false;
-  int threadBase_ = 0;              // cpuTransport_: the first progress-thread link
-  std::vector<int> threadBusy_;     // per rank: its reductions and copies under way
+  int threadBase_ = 0;           // cpuTransport_: the first progress-thread link
+  std::vector<int> threadBusy_;  // per rank: its reductions and copies under way
   std::vector<Message> messages_;
   std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages

@@ -53,10 +53,11 @@ struct SimResult {
 /// Replays `c` of `bytes` (AllGather output, ReduceScatter input, AllReduce vector; float32
 /// elements, rounded down to whole elements per rank) on the ranks of `map` with algorithm
 /// `a` cut into `chunkBytes` pieces, over links with the parameters `p` (only one core per
-/// rank is modelled: p.cores is ignored; p.dmaTransfers picks the transport's rule above). The builders' own fallbacks apply (hierarchical on
-/// one node runs the ring, recursive doubling on 2^k + j ranks Bruck for AllGather and
-/// ReduceScatter). Throws sharc::Error(InvalidArgument) for an empty map or too few bytes, and
-/// sharc::Error(InternalError) if the replay deadlocks (a receive no rank sends).
+/// rank is modelled: p.cores is ignored; p.dmaTransfers picks the transport's rule above).
+/// The builders' own fallbacks apply (hierarchical on one node runs the ring, recursive
+/// doubling on 2^k + j ranks Bruck for AllGather and ReduceScatter). Throws
+/// sharc::Error(InvalidArgument) for an empty map or too few bytes, and sharc::Error(InternalError)
+/// if the replay deadlocks (a receive no rank sends).
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
                    algo::Algorithm a, size_t chunkBytes);
 

@@ -226,8 +226,8 @@ TEST(ScheduleSim, SimulateUsReplaysTheClusterAsTheTunerPlansIt) {
 // ---- the model against the replay ----------------------------------------------------------
 // Where the tuner's model holds within 10 % of the replay (same parameters, same algorithm and
 // chunk). Where it does not is listed with the reason in docs/planning.md's "Simulation
-// check": on the 2-core defaults (a CPU transport) the pipelined ring and whole-block messages
-// above one chunk (the model adds what the replay, which plays a DMA transport, overlaps),
+// check": on the 2-core defaults (a CPU transport) Bruck's whole-block messages above one
+// chunk at 64 MiB and the 2-rank ring (tcp's turns on its one connection, from 16 MiB),
 // and the ring AllReduce of 1 GiB on 8+4 in 256-512 KiB chunks (replay 14-19 % slower: the
 // engine's 256 posted receives hold it back; with no such limit the replay is within 0.1 %).
 struct Holds {
