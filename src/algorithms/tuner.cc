@@ -62,7 +62,8 @@
 // Fabric defaults come from the host (TunerParams::fromConfig): b_fabric from the line rate
 // of the NICs sharc uses (sysfs or SHARC_NIC_MBITS, summed over rails) times TCP's payload
 // share of a frame; on a half-duplex fabric (tcp) a pair that exchanges over one connection
-// takes turns beyond the first 64 KiB each way: max(x, 2x - 64 KiB) (fabric.half_duplex).
+// takes turns beyond the first 64 KiB each way: max(x, 2x - 64 KiB) per message, chunk by
+// chunk (fabric.half_duplex).
 // On several rails a message under 32 KiB is not striped (transport/stripe_rule.hpp): it
 // moves at the first rail's rate (TunerParams::fabricRailShare of b_fabric); a larger one is
 // cut into pieces of at least 16 KiB, at most one per rail.
@@ -386,6 +387,20 @@ std::vector<Algorithm> candidates(const CallShape& s) {
   return out;
 }
 
+// The copy an out-of-place call makes beside its first sends: AllGather's own block into the
+// output (ring, recursive doubling, Bruck's work buffer, direct: all_gather.cc) and recursive
+// doubling AllReduce's vector (all_reduce.cc). By DMA it overlaps the first step's wire; on a
+// CPU transport the thread that copies is the one that moves the messages, so it adds (the
+// replay: a 2-rank AllGather of 1 MiB waits 64 us, 512 KiB at 8 GB/s, for it).
+void startCopy(const Model& md, Cost& k, CollKind kind, Algorithm a, double x) {
+  if (md.dmaTransfers()) return;
+  const bool gather =
+      kind == CollKind::AllGather && (a == Algorithm::Ring || a == Algorithm::RecursiveDoubling ||
+                                      a == Algorithm::Bruck || a == Algorithm::Direct);
+  const bool doubling = kind == CollKind::AllReduce && a == Algorithm::RecursiveDoubling;
+  if (gather || doubling) md.copy(k, x);
+}
+
 double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const TunerParams& p,
                  std::string* breakdown) {
   const Model md(shape, p, chunkBytes);
@@ -406,6 +421,7 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
               k, [d, &md](int r) { return mod(r + d, md.n()); }, 0, false, false);
         break;
     }
+  if (md.n() > 1) startCopy(md, k, shape.kind, a, x);
   k.latency += p.stepUs;  // building and starting the schedule
   k.pipeline += md.fill();
   if (breakdown) {

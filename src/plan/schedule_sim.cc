@@ -158,8 +158,13 @@ struct Flow {
 
 class Replay {
  public:
-  Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops)
-      : p_(p), map_(map), ops_(std::move(ops)), n_(map.size()), nodes_(map.nodes()) {
+  Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops, size_t chunkBytes)
+      : p_(p),
+        map_(map),
+        ops_(std::move(ops)),
+        n_(map.size()),
+        nodes_(map.nodes()),
+        chunk_(chunkBytes > 0 ? std::max<double>(static_cast<double>(chunkBytes), 4096) : 1 << 20) {
     ranks_.resize(static_cast<size_t>(n_));
     // Links: each node's NICs out and in; each rank's local link out and in; where a rank
     // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
@@ -359,7 +364,18 @@ class Replay {
 
   void flowDone(uint32_t id, double now) {
     const Message& m = messages_[id];
-    push(now + (crosses(m) ? p_.fabric.alphaUs : p_.local.alphaUs), Ev::Arrival, id);
+    double at = now + (crosses(m) ? p_.fabric.alphaUs : p_.local.alphaUs);
+    // On a CPU transport a message longer than the call's chunk (a log-step algorithm's whole
+    // blocks) is copied out of the transport's buffers by the receiver's thread, and beyond
+    // one chunk's worth that copy no longer overlaps the wire (the model's step(): tcp's
+    // receive copy, measured on the 2-core host): the thread is busy that long after the
+    // last byte, its other messages standing still, and the receive completes after it.
+    if (cpuTransport_ && m.bytes > chunk_) {
+      push(at, Ev::ThreadBusy, static_cast<uint32_t>(m.dst));
+      at += (m.bytes - chunk_) / (p_.copyGbps * 1e3);
+      push(at, Ev::ThreadFree, static_cast<uint32_t>(m.dst));
+    }
+    push(at, Ev::Arrival, id);
     const auto it = pairs_.find(key(m.src, m.dst, 0));
     it->second.pop_front();
     if (!it->second.empty())
@@ -526,6 +542,7 @@ class Replay {
   const algo::NodeMap& map_;
   Ops ops_;
   int n_, nodes_;
+  double chunk_;  // the call's chunk: longer messages are whole blocks (see flowDone)
   std::vector<Rank> ranks_;
   std::vector<uint8_t> postedOrDone_;  // per operation: a receive posted (or matched)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
@@ -561,7 +578,7 @@ SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collect
     throw Error(Result::InvalidArgument, "simulate: " + std::to_string(bytes) +
                                              " bytes give no float32 element per rank on " +
                                              std::to_string(map.size()) + " ranks");
-  Replay replay(p, map, buildOps(map, c, bytes, a, chunkBytes));
+  Replay replay(p, map, buildOps(map, c, bytes, a, chunkBytes), chunkBytes);
   return replay.run();
 }
 
