@@ -387,16 +387,18 @@ std::vector<Algorithm> candidates(const CallShape& s) {
   return out;
 }
 
-// The copy an out-of-place call makes beside its first sends: AllGather's own block into the
-// output (ring, recursive doubling, Bruck's work buffer, direct: all_gather.cc) and recursive
-// doubling AllReduce's vector (all_reduce.cc). By DMA it overlaps the first step's wire; on a
-// CPU transport the thread that copies is the one that moves the messages, so it adds (the
-// replay: a 2-rank AllGather of 1 MiB waits 64 us, 512 KiB at 8 GB/s, for it).
+// The copy an out-of-place call makes before or beside its first sends: AllGather's own block
+// into the output (ring, recursive doubling, Bruck's work buffer, direct: all_gather.cc) and
+// recursive doubling AllReduce's vector (all_reduce.cc). The log-step schedules send from
+// what it copied, so their first message waits for it on any transport (a p5 node's
+// recursive-doubling AllReduce of 64 MiB: 40 us at 1,675 GB/s); the ring and direct send
+// from the input, so by DMA it overlaps their wire. On a CPU transport the thread that copies
+// is the one that moves the messages, so it adds there too (the replay: a 2-rank ring
+// AllGather of 1 MiB waits 64 us, 512 KiB at 8 GB/s, for it).
 void startCopy(const Model& md, Cost& k, CollKind kind, Algorithm a, double x) {
-  if (md.dmaTransfers()) return;
-  const bool gather =
-      kind == CollKind::AllGather && (a == Algorithm::Ring || a == Algorithm::RecursiveDoubling ||
-                                      a == Algorithm::Bruck || a == Algorithm::Direct);
+  const bool logStep = a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
+  const bool beside = a == Algorithm::Ring || a == Algorithm::Direct;
+  const bool gather = kind == CollKind::AllGather && (logStep || (beside && !md.dmaTransfers()));
   const bool doubling = kind == CollKind::AllReduce && a == Algorithm::RecursiveDoubling;
   if (gather || doubling) md.copy(k, x);
 }

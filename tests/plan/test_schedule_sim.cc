@@ -119,8 +119,8 @@ TEST(ScheduleSim, ACpuTransportsMessagesWaitForTheThreadsReductions) {
 // A whole block longer than the call's chunk (recursive doubling's one message each way):
 // the message leaves from the output, after the out-of-place copy of the rank's own block
 // (all_gather.cc), x/C + x/B by DMA, where the bytes land in place. On a CPU transport the
-// receive copy beyond one chunk follows the last byte at the copy rate: x/C + x/B + (x - c)/C,
-// as the model's startCopy and step() add.
+// receive copy beyond one chunk follows the last byte at the copy rate: x/C + x/B + (x - c)/C.
+// The model (startCopy, step()) gives both.
 TEST(ScheduleSim, ACpuTransportCopiesWholeBlocksBeyondAChunk) {
   algo::TunerParams p = fabricOnly(0, 1, 0);
   p.copyGbps = 4;
@@ -138,6 +138,9 @@ TEST(ScheduleSim, ACpuTransportCopiesWholeBlocksBeyondAChunk) {
   const algo::CallShape shape = simShape(Collective::AllGather, bytes, map);
   EXPECT_NEAR(algo::predictUs(shape, Algorithm::RecursiveDoubling, chunk, p), cpu.us,
               1e-6 * cpu.us);
+  p.dmaTransfers = true;  // the model's start copy on DMA too: the send reads what it copied
+  EXPECT_NEAR(algo::predictUs(shape, Algorithm::RecursiveDoubling, chunk, p), dma.us,
+              1e-6 * dma.us);
 }
 
 // A ring of single-chunk steps on one rank per node: each step waits for the last, so the
