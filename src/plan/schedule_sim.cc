@@ -1,7 +1,5 @@
 #include "schedule_sim.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -15,13 +13,14 @@
 
 #include "algorithms/schedule.hpp"
 #include "cluster_model.hpp"
+#include "schedule_ops.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
 namespace {
 
 using Kind = algo::Schedule::OpKind;
-constexpr size_t kElem = 4;  // float32
+using Ops = SimOps;
 // The engine's posting rules (schedule.cc: kMaxPostedSends, kMaxPostedRecvs, kInOrderRecvs):
 // sends in the order they became ready; receives oldest first, those ready ahead of an older
 // one still waiting taking at most kMaxPostedRecvs - kInOrderRecvs of the places.
@@ -29,107 +28,6 @@ constexpr uint32_t kMaxPostedSends = 32;
 constexpr uint32_t kMaxPostedRecvs = 256;
 constexpr uint32_t kInOrderRecvs = 64;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Address space for the builders' pointer arithmetic: reserved, never touched.
-class Reservation {
- public:
-  explicit Reservation(size_t bytes) : size_(std::max<size_t>(bytes, 4096)) {
-    ptr_ = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (ptr_ == MAP_FAILED)
-      throw Error(Result::SystemError,
-                  "simulate: cannot reserve " + std::to_string(size_) + " bytes of address space");
-  }
-  ~Reservation() { munmap(ptr_, size_); }
-  Reservation(const Reservation&) = delete;
-  Reservation& operator=(const Reservation&) = delete;
-  std::byte* at(size_t offset) const { return static_cast<std::byte*>(ptr_) + offset; }
-
- private:
-  size_t size_;
-  void* ptr_;
-};
-
-// Every rank's operations, flattened: global id = base[rank] + the schedule's OpId.
-struct Ops {
-  std::vector<uint32_t> base;  // per rank, plus the end
-  std::vector<Kind> kind;
-  std::vector<int32_t> peer;
-  std::vector<uint32_t> slot;
-  std::vector<double> bytes;
-  std::vector<uint32_t> pending;   // unfinished dependencies
-  std::vector<uint32_t> depBegin;  // dependents of g: deps[depBegin[g] .. depBegin[g + 1])
-  std::vector<uint32_t> deps;
-};
-
-size_t countPerRank(Collective c, size_t bytes, int n) {
-  return c == Collective::AllReduce ? bytes / kElem : bytes / static_cast<size_t>(n) / kElem;
-}
-
-// Builds each rank's schedule in turn (one at a time: scratch is only reserved memory, but a
-// schedule's operations are not small), keeping only what the replay needs.
-Ops buildOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
-             size_t chunkBytes) {
-  const int n = map.size();
-  const size_t count = countPerRank(c, bytes, n);
-  const size_t block = count * kElem;
-  const size_t sendBytes = c == Collective::ReduceScatter ? block * n : block;
-  const size_t recvBytes = c == Collective::AllGather ? block * n : block;
-  const Reservation buffers(sendBytes + recvBytes);
-  algo::ScratchPool pool;
-  algo::CollArgs args;
-  args.send = buffers.at(0);
-  args.recv = buffers.at(sendBytes);
-  args.count = count;
-  args.chunkBytes = chunkBytes;
-  Ops ops;
-  ops.depBegin.push_back(0);
-  for (int r = 0; r < n; ++r) {
-    algo::ScheduleContext ctx;
-    ctx.scratch = &pool;
-    ctx.nodes = &map;
-    ctx.rank = r;
-    ctx.size = n;
-    ctx.commId = 1;
-    ctx.seq = 1;
-    ctx.type = DataType::Float32;
-    ctx.op = RedOp::Sum;
-    ctx.kind = c == Collective::AllGather       ? algo::CollKind::AllGather
-               : c == Collective::ReduceScatter ? algo::CollKind::ReduceScatter
-                                                : algo::CollKind::AllReduce;
-    ctx.count = count;
-    ctx.algorithm = algo::algorithmName(a);
-    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    std::vector<algo::Schedule::OpInfo> info;
-    {
-      algo::Schedule s(ctx);
-      switch (c) {
-        case Collective::AllGather: algo::buildAllGather(s, a, args); break;
-        case Collective::ReduceScatter: algo::buildReduceScatter(s, a, args); break;
-        case Collective::AllReduce: algo::buildAllReduce(s, a, args); break;
-      }
-      info = s.describeOps();
-    }
-    const auto first = static_cast<uint32_t>(ops.kind.size());
-    ops.base.push_back(first);
-    ops.pending.resize(first + info.size(), 0);
-    for (const auto& op : info) {
-      if (op.kind == Kind::RemoteRead || op.kind == Kind::RemoteWrite)
-        throw Error(Result::InvalidArgument,
-                    "simulate: single-copy algorithms run on one host only, not over a fabric");
-      ops.kind.push_back(op.kind);
-      ops.peer.push_back(op.peer);
-      ops.slot.push_back(op.slot);
-      ops.bytes.push_back(static_cast<double>(op.bytes));
-      for (auto d : op.dependents) {
-        ops.deps.push_back(first + d);
-        ++ops.pending[first + d];
-      }
-      ops.depBegin.push_back(static_cast<uint32_t>(ops.deps.size()));
-    }
-  }
-  ops.base.push_back(static_cast<uint32_t>(ops.kind.size()));
-  return ops;
-}
 
 enum class Ev : uint8_t { FlowStart, Arrival, Advance, ThreadBusy, ThreadFree };
 struct Event {
@@ -567,18 +465,18 @@ class Replay {
 
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
   algo::CallShape s = callShape(c, bytes, map);
-  s.bytesPerRank = countPerRank(c, bytes, map.size()) * kElem;
+  s.bytesPerRank = simCountPerRank(c, bytes, map.size()) * kSimElem;
   return s;
 }
 
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
                    algo::Algorithm a, size_t chunkBytes) {
   if (map.size() < 1) throw Error(Result::InvalidArgument, "simulate: the node map has no ranks");
-  if (countPerRank(c, bytes, map.size()) == 0)
+  if (simCountPerRank(c, bytes, map.size()) == 0)
     throw Error(Result::InvalidArgument, "simulate: " + std::to_string(bytes) +
                                              " bytes give no float32 element per rank on " +
                                              std::to_string(map.size()) + " ranks");
-  Replay replay(p, map, buildOps(map, c, bytes, a, chunkBytes), chunkBytes);
+  Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes);
   return replay.run();
 }
 

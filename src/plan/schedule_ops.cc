@@ -1,0 +1,106 @@
+#include "schedule_ops.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "sharc/error.hpp"
+
+namespace sharc::plan {
+namespace {
+
+// Address space for the builders' pointer arithmetic: reserved, never touched.
+class Reservation {
+ public:
+  explicit Reservation(size_t bytes) : size_(std::max<size_t>(bytes, 4096)) {
+    ptr_ = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (ptr_ == MAP_FAILED)
+      throw Error(Result::SystemError,
+                  "simulate: cannot reserve " + std::to_string(size_) + " bytes of address space");
+  }
+  ~Reservation() { munmap(ptr_, size_); }
+  Reservation(const Reservation&) = delete;
+  Reservation& operator=(const Reservation&) = delete;
+  std::byte* at(size_t offset) const { return static_cast<std::byte*>(ptr_) + offset; }
+
+ private:
+  size_t size_;
+  void* ptr_;
+};
+
+}  // namespace
+
+size_t simCountPerRank(Collective c, size_t bytes, int n) {
+  return c == Collective::AllReduce ? bytes / kSimElem : bytes / static_cast<size_t>(n) / kSimElem;
+}
+
+// Builds each rank's schedule in turn (one at a time: scratch is only reserved memory, but a
+// schedule's operations are not small), keeping only what the replay needs.
+SimOps buildSimOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
+                   size_t chunkBytes) {
+  const int n = map.size();
+  const size_t count = simCountPerRank(c, bytes, n);
+  const size_t block = count * kSimElem;
+  const size_t sendBytes = c == Collective::ReduceScatter ? block * n : block;
+  const size_t recvBytes = c == Collective::AllGather ? block * n : block;
+  const Reservation buffers(sendBytes + recvBytes);
+  algo::ScratchPool pool;
+  algo::CollArgs args;
+  args.send = buffers.at(0);
+  args.recv = buffers.at(sendBytes);
+  args.count = count;
+  args.chunkBytes = chunkBytes;
+  SimOps ops;
+  ops.depBegin.push_back(0);
+  for (int r = 0; r < n; ++r) {
+    algo::ScheduleContext ctx;
+    ctx.scratch = &pool;
+    ctx.nodes = &map;
+    ctx.rank = r;
+    ctx.size = n;
+    ctx.commId = 1;
+    ctx.seq = 1;
+    ctx.type = DataType::Float32;
+    ctx.op = RedOp::Sum;
+    ctx.kind = c == Collective::AllGather       ? algo::CollKind::AllGather
+               : c == Collective::ReduceScatter ? algo::CollKind::ReduceScatter
+                                                : algo::CollKind::AllReduce;
+    ctx.count = count;
+    ctx.algorithm = algo::algorithmName(a);
+    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+    std::vector<algo::Schedule::OpInfo> info;
+    {
+      algo::Schedule s(ctx);
+      switch (c) {
+        case Collective::AllGather: algo::buildAllGather(s, a, args); break;
+        case Collective::ReduceScatter: algo::buildReduceScatter(s, a, args); break;
+        case Collective::AllReduce: algo::buildAllReduce(s, a, args); break;
+      }
+      info = s.describeOps();
+    }
+    const auto first = static_cast<uint32_t>(ops.kind.size());
+    ops.base.push_back(first);
+    ops.pending.resize(first + info.size(), 0);
+    for (const auto& op : info) {
+      if (op.kind == algo::Schedule::OpKind::RemoteRead ||
+          op.kind == algo::Schedule::OpKind::RemoteWrite)
+        throw Error(Result::InvalidArgument,
+                    "simulate: single-copy algorithms run on one host only, not over a fabric");
+      ops.kind.push_back(op.kind);
+      ops.peer.push_back(op.peer);
+      ops.slot.push_back(op.slot);
+      ops.bytes.push_back(static_cast<double>(op.bytes));
+      for (auto d : op.dependents) {
+        ops.deps.push_back(first + d);
+        ++ops.pending[first + d];
+      }
+      ops.depBegin.push_back(static_cast<uint32_t>(ops.deps.size()));
+    }
+  }
+  ops.base.push_back(static_cast<uint32_t>(ops.kind.size()));
+  return ops;
+}
+
+}  // namespace sharc::plan
