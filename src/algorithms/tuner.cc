@@ -470,7 +470,7 @@ Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   if (forced) forced = runsAs(shape, *forced);
   const std::vector<Algorithm> options =
       forced ? std::vector<Algorithm>{*forced} : candidates(shape);
-  const size_t cap = std::max<size_t>(4096, shape.maxMessageBytes);
+  const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
   Plan best;
   best.predictedUs = -1;
   for (Algorithm a : options) {

@@ -11,14 +11,11 @@
 #include <vector>
 
 #include "algorithms.hpp"
+#include "core/config.hpp"
 #include "node_map.hpp"
 #include "selector.hpp"
 #include "tag.hpp"
 #include "transport/stripe_rule.hpp"
-
-namespace sharc::core {
-struct Config;
-}
 
 namespace sharc::algo {
 
@@ -165,6 +162,12 @@ inline constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u 
 /// Whether `a` is pipelined in chunks (ring, direct, hierarchical): the others send whole
 /// blocks, so their chunk changes nothing.
 bool chunkMatters(Algorithm a);
+
+/// The chunk the cost model (and sharc-plan's replay of the schedules) costs a call cut in
+/// `chunkBytes` pieces at: never under core::kMinChunkBytes, the engine's smallest.
+inline size_t modelChunkBytes(size_t chunkBytes) {
+  return std::max(chunkBytes, core::kMinChunkBytes);
+}
 
 /// The algorithms that can run `shape` (before any override), in a fixed order.
 std::vector<Algorithm> candidates(const CallShape& shape);

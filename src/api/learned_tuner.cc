@@ -90,7 +90,7 @@ std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& sha
     LearnedPlan plan;
     double us;
   };
-  const size_t cap = std::max<size_t>(4096, shape.maxMessageBytes);
+  const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
   const size_t block = shape.kind == algo::CollKind::AllReduce
                            ? shape.bytesPerRank / static_cast<size_t>(shape.nranks) + 1
                            : shape.bytesPerRank;
@@ -315,7 +315,7 @@ bool fileChoice(const algo::CallShape& shape, int nodes, LearnedPlan& plan) {
       return false;
     }
     plan.algorithm = *a;
-    const size_t cap = std::max<size_t>(4096, shape.maxMessageBytes);
+    const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
     plan.chunkBytes = std::min(shape.chunkBytesSet ? shape.chunkBytes : c.chunkBytes, cap);
     return true;
   }

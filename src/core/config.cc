@@ -89,7 +89,7 @@ size_t parseChunkBytes(const std::string& value, const char* variable = "SHARC_C
     badValue(variable, value, "a value that fits in size_t (>= 4096)");
   }
   const uint64_t bytes = count * multiplier;
-  if (bytes < 4096) badValue(variable, value, expected);
+  if (bytes < kMinChunkBytes) badValue(variable, value, expected);
   return static_cast<size_t>(bytes);
 }
 
@@ -210,7 +210,7 @@ std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::s
                      [&](const char* a) { return c.algorithm == a; }))
       bad();
     uint64_t chunkBytes = 0;
-    if (!parseUnsigned(chunk.substr(6), chunkBytes) || chunkBytes < 4096 ||
+    if (!parseUnsigned(chunk.substr(6), chunkBytes) || chunkBytes < kMinChunkBytes ||
         chunkBytes > (uint64_t{1} << 40))
       bad();
     c.chunkBytes = static_cast<size_t>(chunkBytes);

@@ -12,6 +12,10 @@ namespace sharc::core {
 
 enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
 
+/// The smallest pipelining chunk: SHARC_CHUNK_BYTES and a tuner file's `chunk=` are refused
+/// below it, and the tuner and its cost model never cut messages finer.
+inline constexpr size_t kMinChunkBytes = 4096;
+
 /// One learned choice of a SHARC_TUNER_FILE:
 /// `choice.<collective>.<bytes per rank>.<ranks>.<nodes> = <algorithm> chunk=<bytes>`.
 struct TunerChoice {
@@ -20,7 +24,7 @@ struct TunerChoice {
   int ranks = 0;
   int nodes = 0;
   std::string algorithm;  ///< a SHARC_ALGO name: ring, recursive_doubling, bruck, direct, ...
-  size_t chunkBytes = 0;  ///< >= 4096
+  size_t chunkBytes = 0;  ///< >= kMinChunkBytes
 };
 
 /// Settings taken from the environment once per process (or per call to load()).
@@ -29,10 +33,10 @@ struct Config {
   std::chrono::milliseconds timeout{300000};  ///< SHARC_TIMEOUT_MS (> 0)
   std::string provider;                       ///< SHARC_FI_PROVIDER, else FI_PROVIDER, else ""
   std::string algorithm;                      ///< SHARC_ALGO ("" = automatic)
-  size_t chunkBytes = 1u << 20;               ///< SHARC_CHUNK_BYTES: pipelining chunk (>= 4096)
-  bool chunkBytesSet = false;  ///< SHARC_CHUNK_BYTES was set (else the tuner picks the chunk)
-  std::string nodeId;          ///< SHARC_NODE_ID: overrides hostname+boot id
-  std::string socketIfname;    ///< SHARC_SOCKET_IFNAME: bootstrap interface
+  size_t chunkBytes = 1u << 20;  ///< SHARC_CHUNK_BYTES: pipelining chunk (>= kMinChunkBytes)
+  bool chunkBytesSet = false;    ///< SHARC_CHUNK_BYTES was set (else the tuner picks the chunk)
+  std::string nodeId;            ///< SHARC_NODE_ID: overrides hostname+boot id
+  std::string socketIfname;      ///< SHARC_SOCKET_IFNAME: bootstrap interface
   bool cma = true;        ///< SHARC_CMA: single-copy reads between ranks of one host (Linux CMA)
   std::string tunerFile;  ///< SHARC_TUNER_FILE: cost-model parameters ("" = built-in)
   /// The settings of SHARC_TUNER_FILE (key -> value; see kTunerKeys).

@@ -62,7 +62,7 @@ class Replay {
         ops_(std::move(ops)),
         n_(map.size()),
         nodes_(map.nodes()),
-        chunk_(chunkBytes > 0 ? std::max<double>(static_cast<double>(chunkBytes), 4096) : 1 << 20) {
+        chunk_(static_cast<double>(algo::modelChunkBytes(chunkBytes))) {
     ranks_.resize(static_cast<size_t>(n_));
     // Links: each node's NICs out and in; each rank's local link out and in; where a rank
     // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
