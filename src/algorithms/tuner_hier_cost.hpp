@@ -226,10 +226,7 @@ inline void Model::hierarchical(Cost& k, double m, bool reduce) const {
   // connection beyond duplexLoad's overlap, chunk by chunk, while the node's other
   // connections keep the link busy: 3+1 ReduceScatter at 200 Mbit/s and 1 Gbit/s measured
   // 1.20-1.28x the link's 3 blocks at 4-16 MiB, 1.10 at 1 MiB, 1.00 at 256 KiB.
-  if (hierTwoWay_) {
-    const double piece = std::min(m, static_cast<double>(chunk_));
-    fabric += std::ceil(m / piece) * (duplexLoad(piece) - piece) * bf_ * rails;
-  }
+  if (hierTwoWay_) fabric += (chunkedDuplexLoad(m) - m) * bf_ * rails;
   k.transfer += std::max(fabric + forwarded, t.local);
   if (reduce) k.reduce += o_ * (n_ - 1) * m * g_;
   k.pipeline += std::max(0.0, perBlock - 1) * ((N - 1) + (L - 1) * N) * p_.stepUs;

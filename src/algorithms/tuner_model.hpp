@@ -57,7 +57,7 @@ class Model {
  public:
   Model(const CallShape& shape, const TunerParams& p, size_t chunk) : p_(p) {
     n_ = std::max(1, shape.nranks);
-    chunk_ = std::max<size_t>(chunk, 4096);
+    chunk_ = modelChunkBytes(chunk);
     const bool map =
         shape.locality == Locality::Network && shape.nodes != nullptr && shape.nodes->size() == n_;
     // Without a map, Network means one rank per node, the one-host localities one node.
@@ -105,6 +105,12 @@ class Model {
   // one-way time against 1.0, 1.0, 1.5, 1.75, 1.88, 1.97 from this rule.
   double duplexLoad(double x) const {
     return p_.fabricHalfDuplex ? std::max(x, 2 * x - kDuplexOverlapBytes) : x;
+  }
+  // The same for x bytes each way cut in the call's chunks: the builders cut a block into
+  // equal pieces (chunksFor, evenBlock), and each piece's first 64 KiB each way overlap.
+  double chunkedDuplexLoad(double x) const {
+    const double pieces = std::max(1.0, std::ceil(x / static_cast<double>(chunk_)));
+    return pieces * duplexLoad(x / pieces);
   }
 
   // A message of x bytes is cut into stripePieces(x) pieces, one per rail (StripedEndpoint):
@@ -218,10 +224,7 @@ class Model {
     // by chunk where the step is cut in chunks (each message's first 64 KiB each way overlap;
     // the replay: a 2-rank ring of 16 MiB in 256 KiB chunks takes 1.75x, not 1.99x, the
     // one-way wire).
-    if (exchange) {
-      const double pieces = chunked ? std::max(1.0, std::ceil(x / static_cast<double>(chunk_))) : 1;
-      load = std::max(load, pieces * duplexLoad(x / pieces));
-    }
+    if (exchange) load = std::max(load, chunked ? chunkedDuplexLoad(x) : duplexLoad(x));
     // The busiest rank's own NICs: one message out (x), and what it takes in.
     const double rankLoad =
         anyCross ? std::max(x, *std::max_element(rankIn.begin(), rankIn.end())) : 0.0;
