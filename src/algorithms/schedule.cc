@@ -15,19 +15,6 @@ bool overlapping(const void* a, const void* b, size_t n) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return x < y + n && y < x + n;
 }
-
-// Messages in flight per schedule. Bounding sends bounds what receivers may have to buffer as
-// unexpected messages; receives can be posted further ahead (they only help matching).
-constexpr size_t kMaxPostedSends = 32;
-// At most kMaxPostedRecvs receives are posted (providers run out of receive entries: tcp's
-// fi_trecv failed with ENOMEM at ~1,500), oldest first; receives ready out of schedule order
-// (an older one still waits on a local operation) may take only kMaxPostedRecvs -
-// kInOrderRecvs of them, so the oldest receive not yet posted always finds a place. (Posting
-// in the order they became ready let receives needed late fill the cap ahead of ones needed
-// now: a ring AllReduce of 100+ chunks per block posted its all-gather receives first, its
-// reduce-scatter receives never, and every rank waited until the timeout.)
-constexpr size_t kMaxPostedRecvs = 256;
-constexpr size_t kInOrderRecvs = 64;
 }  // namespace
 
 const char* collKindName(CollKind kind) {

@@ -21,6 +21,25 @@
 
 namespace sharc::algo {
 
+// Messages in flight per schedule (Schedule::advance's posting rules; sharc-plan's replay and
+// the tuner's window term play the same). Bounding sends bounds what receivers may have to
+// buffer as unexpected messages; receives can be posted further ahead (they only help
+// matching).
+/// Sends a schedule keeps posted at once; the rest wait in the order they became ready.
+inline constexpr size_t kMaxPostedSends = 32;
+// At most kMaxPostedRecvs receives are posted (providers run out of receive entries: tcp's
+// fi_trecv failed with ENOMEM from 1,024 per schedule on one host, ~1,500 on another; see
+// docs/planning.md), oldest first; receives ready out of schedule order (an older one still
+// waits on a local operation) may take only kMaxPostedRecvs - kInOrderRecvs of them, so the
+// oldest receive not yet posted always finds a place. (Posting in the order they became ready
+// let receives needed late fill the cap ahead of ones needed now: a ring AllReduce of 100+
+// chunks per block posted its all-gather receives first, its reduce-scatter receives never,
+// and every rank waited until the timeout.)
+/// Receives a schedule keeps posted at once, oldest first.
+inline constexpr size_t kMaxPostedRecvs = 256;
+/// Of those, the places only the oldest receive not yet posted may take.
+inline constexpr size_t kInOrderRecvs = 64;
+
 /// Scratch memory for schedules, reused across calls (allocation and page faults are costly).
 class ScratchPool {
  public:
@@ -177,7 +196,7 @@ class Schedule final : public transport::TransferOwner {
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
   std::deque<OpId> readySends_, readyLocal_;
-  // Ready receives, oldest (lowest id) first (posting rules: schedule.cc, kInOrderRecvs).
+  // Ready receives, oldest (lowest id) first (posting rules: kMaxPostedRecvs, kInOrderRecvs).
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
   size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted

@@ -331,7 +331,7 @@ TunerParams TunerParams::defaults() {
   p.switchUs = 4.0;
   p.fabricHalfDuplex = true;  // this machine's fabric is tcp
   p.dmaTransfers = false;     // tcp and shared memory copy on the ranks' cores
-  p.postedSends = 32;         // schedule.cc kMaxPostedSends
+  p.postedSends = static_cast<int>(kMaxPostedSends);  // the engine's window
   return p;
 }
 

@@ -77,7 +77,7 @@ struct TunerParams {
   /// tests/unit/test_tuner.cc), the overlapped one the ring. Not a SHARC_TUNER_FILE key.
   bool dmaTransfers = false;
   /// Sends a rank keeps posted at once, the rest queued in the order they became ready: the
-  /// engine's 32 (schedule.cc kMaxPostedSends). The hierarchical schedules' forwards and
+  /// engine's 32 (kMaxPostedSends, schedule.hpp). The hierarchical schedules' forwards and
   /// partials queue behind a rank's own sends, which is what limits them at large sizes with
   /// dmaTransfers (tuner_hier_cost.hpp). 0: no limit (a default-constructed TunerParams:
   /// sharc-plan's clusters until they carry it, and the NCCL backtest, whose algorithms have

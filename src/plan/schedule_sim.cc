@@ -21,12 +21,12 @@ namespace {
 
 using Kind = algo::Schedule::OpKind;
 using Ops = SimOps;
-// The engine's posting rules (schedule.cc: kMaxPostedSends, kMaxPostedRecvs, kInOrderRecvs):
+// The engine's posting rules (schedule.hpp: kMaxPostedSends, kMaxPostedRecvs, kInOrderRecvs):
 // sends in the order they became ready; receives oldest first, those ready ahead of an older
 // one still waiting taking at most kMaxPostedRecvs - kInOrderRecvs of the places.
-constexpr uint32_t kMaxPostedSends = 32;
-constexpr uint32_t kMaxPostedRecvs = 256;
-constexpr uint32_t kInOrderRecvs = 64;
+constexpr auto kMaxPostedSends = static_cast<uint32_t>(algo::kMaxPostedSends);
+constexpr auto kMaxPostedRecvs = static_cast<uint32_t>(algo::kMaxPostedRecvs);
+constexpr auto kInOrderRecvs = static_cast<uint32_t>(algo::kInOrderRecvs);
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 enum class Ev : uint8_t { FlowStart, Arrival, Advance, ThreadBusy, ThreadFree };

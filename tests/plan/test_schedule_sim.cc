@@ -30,7 +30,7 @@ using simcheck::layout;
 algo::TunerParams p5Params() {
   algo::TunerParams p = tunerParams(simcheck::p5Like());
   p.dmaTransfers = true;
-  p.postedSends = 32;  // schedule.cc kMaxPostedSends
+  p.postedSends = static_cast<int>(algo::kMaxPostedSends);  // the engine's window
   return p;
 }
 
