@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/patterns.hpp"
 #include "algorithms/tuner.hpp"
 #include "algorithms/tuner_hier.hpp"
+#include "algorithms/tuner_model.hpp"
 #include "core/config.hpp"
 
 namespace sharc::algo {
@@ -406,6 +408,36 @@ TEST(TunerFile, ConfigReadsTheFile) {
   EXPECT_THROW(core::Config::load(), Error);
   ::unsetenv("SHARC_TUNER_FILE");
   std::remove(path);
+}
+
+// tcp's turns (a pair exchanging over one connection on a half-duplex fabric) are charged per
+// piece the builders cut, the ring's exchange and hierarchical's two-way pair alike: a block
+// of 384 KiB in 256 KiB chunks is two pieces of 192 KiB, each overlapping its first 64 KiB,
+// 2 x (2 x 192 - 64) = 640 KiB (whole 256 KiB chunks would charge 768 KiB).
+TEST(TunerModel, TcpTurnsAreChargedPerPieceTheBuildersCut) {
+  TunerParams p = params();
+  p.fabricHalfDuplex = true;
+  const NodeMap map = layout({2, 1});
+  const size_t chunk = 256u << 10;
+  const model::Model m(shape(CollKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map), p,
+                       chunk);
+  EXPECT_DOUBLE_EQ(m.chunkedDuplexLoad(384.0 * 1024), 640.0 * 1024);
+  for (size_t bytes : {size_t{32} << 10, size_t{64} << 10, size_t{200} << 10, size_t{384} << 10,
+                       size_t{1000} << 10, size_t{4} << 20, size_t{5000} << 10}) {
+    const size_t elems = bytes / 4;  // float32, as the builders count
+    const size_t pieces = chunksFor(bytes, chunk, 1);
+    double expected = 0;
+    for (size_t i = 0; i < pieces; ++i)
+      expected += m.duplexLoad(
+          4.0 * static_cast<double>(
+                    evenBlock(elems, static_cast<int>(pieces), static_cast<int>(i)).count));
+    // equal pieces against the builders' (which differ by at most one element)
+    EXPECT_NEAR(m.chunkedDuplexLoad(static_cast<double>(bytes)), expected, 8.0 * pieces) << bytes;
+  }
+  p.fabricHalfDuplex = false;  // full duplex: no turns
+  const model::Model full(shape(CollKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map), p,
+                          chunk);
+  EXPECT_DOUBLE_EQ(full.chunkedDuplexLoad(384.0 * 1024), 384.0 * 1024);
 }
 
 }  // namespace
