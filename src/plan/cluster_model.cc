@@ -9,8 +9,6 @@
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
-namespace {
-
 algo::CollKind collKind(Collective c) {
   switch (c) {
     case Collective::ReduceScatter: return algo::CollKind::ReduceScatter;
@@ -18,6 +16,8 @@ algo::CollKind collKind(Collective c) {
     default: return algo::CollKind::AllGather;
   }
 }
+
+namespace {
 
 int ceilLog2(int x) {
   int k = 0;

@@ -17,6 +17,8 @@ algo::TunerParams tunerParams(const Cluster& c);
 Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryBytes);
 /// `nodes` nodes of `ranksPerNode` ranks, numbered node by node.
 algo::NodeMap nodeMap(int nodes, int ranksPerNode);
+/// The engine's name for planner collective `c`.
+algo::CollKind collKind(Collective c);
 /// The tuner's shape of `c` of `bytes` on `map` (bytes: AllGather output, ReduceScatter
 /// input, AllReduce vector).
 algo::CallShape callShape(Collective c, size_t bytes, const algo::NodeMap& map);

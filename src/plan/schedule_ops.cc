@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "cluster_model.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
@@ -64,9 +65,7 @@ SimOps buildSimOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::A
     ctx.seq = 1;
     ctx.type = DataType::Float32;
     ctx.op = RedOp::Sum;
-    ctx.kind = c == Collective::AllGather       ? algo::CollKind::AllGather
-               : c == Collective::ReduceScatter ? algo::CollKind::ReduceScatter
-                                                : algo::CollKind::AllReduce;
+    ctx.kind = collKind(c);
     ctx.count = count;
     ctx.algorithm = algo::algorithmName(a);
     ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
