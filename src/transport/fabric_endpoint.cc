@@ -122,7 +122,8 @@ class FabricEndpoint final : public Endpoint {
     injectSize_ = info_->tx_attr ? info_->tx_attr->inject_size : 0;
     SHARC_INFO("transport: provider "
                << provider_ << ", fabric " << info_->fabric_attr->name << ", domain "
-               << info_->domain_attr->name << ", max message " << maxMsg_ << " B, "
+               << info_->domain_attr->name << ", max message " << maxMsg_ << " B, holds "
+               << (info_->rx_attr ? info_->rx_attr->size : 0) << " posted receives, "
                << (mrCache_ ? "local MR required" : "no local MR") << (hmem_ ? ", FI_HMEM" : "")
                << (read_ ? ", FI_RMA" : ""));
   }
@@ -164,6 +165,9 @@ class FabricEndpoint final : public Endpoint {
   }
 
   size_t injectSize() const override { return injectSize_; }
+  size_t recvQueueSize() const override {
+    return info_->rx_attr && info_->rx_attr->size > 0 ? info_->rx_attr->size : SIZE_MAX;
+  }
   std::string domainName() const override {
     return info_->domain_attr && info_->domain_attr->name ? info_->domain_attr->name : "";
   }

@@ -35,6 +35,7 @@ class FaultyEndpoint final : public Endpoint, private TransferOwner {
   uint32_t addPeer(const std::string& address) override { return inner_->addPeer(address); }
   std::string domainName() const override { return inner_->domainName(); }
   size_t injectSize() const override { return inner_->injectSize(); }
+  size_t recvQueueSize() const override { return inner_->recvQueueSize(); }
   bool prepareRegion(const void* buf, size_t len) override {
     return inner_->prepareRegion(buf, len);
   }

@@ -26,6 +26,9 @@ class RoutedEndpoint final : public Endpoint, private TransferOwner {
     fabric_->setPeers(addresses);
   }
   size_t maxMessageSize() const override { return fabric_->maxMessageSize(); }
+  // Receives from this host's peers wait in the shared-memory transport, which holds any
+  // number; the rest are the fabric's.
+  size_t recvQueueSize() const override { return fabric_->recvQueueSize(); }
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                       Transfer& t) override;
   /// A receive from any peer is posted on both transports; the first match completes it and

@@ -68,6 +68,12 @@ size_t StripedEndpoint::maxMessageSize() const {
   return most;
 }
 
+size_t StripedEndpoint::recvQueueSize() const {
+  size_t least = SIZE_MAX;
+  for (const auto& rail : rails_) least = std::min(least, rail->recvQueueSize());
+  return least;
+}
+
 PostStatus StripedEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                                      Transfer& t) {
   if (stripePieces(len, rails_.size()) == 1)

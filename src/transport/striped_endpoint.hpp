@@ -29,6 +29,8 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
   /// Throws sharc::Error when a peer has another number of rails.
   void setPeers(const std::vector<std::string>& addresses) override;
   size_t maxMessageSize() const override;
+  /// The smallest rail's: a striped receive posts its pieces on every rail.
+  size_t recvQueueSize() const override;
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                       Transfer& t) override;
   PostStatus postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf, size_t len,
