@@ -338,6 +338,7 @@ Schedule::State Schedule::advance() {
   if (state_ != State::Running) return state_;
   if (!started_) {
     started_ = true;
+    if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
     for (OpId id = 0; id < ops_.size(); ++id) {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
@@ -358,7 +359,7 @@ Schedule::State Schedule::advance() {
         ++oldestUnposted_;
       const bool inOrder =
           oldestUnposted_ < recvOrder_.size() && readyRecvs_.top() == recvOrder_[oldestUnposted_];
-      if (postedRecvs_ >= (inOrder ? kMaxPostedRecvs : kMaxPostedRecvs - kInOrderRecvs)) break;
+      if (postedRecvs_ >= (inOrder ? recvWindow_ : recvWindow_ - inOrderRecvs(recvWindow_))) break;
       if (!post(readyRecvs_.top())) break;
       readyRecvs_.pop();
       progressed = true;

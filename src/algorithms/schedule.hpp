@@ -27,18 +27,32 @@ namespace sharc::algo {
 // matching).
 /// Sends a schedule keeps posted at once; the rest wait in the order they became ready.
 inline constexpr size_t kMaxPostedSends = 32;
-// At most kMaxPostedRecvs receives are posted (providers run out of receive entries: tcp's
-// fi_trecv failed with ENOMEM from 1,024 per schedule on one host, ~1,500 on another; see
-// docs/planning.md), oldest first; receives ready out of schedule order (an older one still
-// waits on a local operation) may take only kMaxPostedRecvs - kInOrderRecvs of them, so the
-// oldest receive not yet posted always finds a place. (Posting in the order they became ready
-// let receives needed late fill the cap ahead of ones needed now: a ring AllReduce of 100+
-// chunks per block posted its all-gather receives first, its reduce-scatter receives never,
-// and every rank waited until the timeout.)
-/// Receives a schedule keeps posted at once, oldest first.
-inline constexpr size_t kMaxPostedRecvs = 256;
-/// Of those, the places only the oldest receive not yet posted may take.
-inline constexpr size_t kInOrderRecvs = 64;
+// At most recvWindow() receives are posted, oldest first: a quarter of what the endpoint's
+// provider holds posted (its fi_info rx_attr->size), at most kMaxPostedRecvs. The rest is left
+// to collectives running beside this one (FSDP overlaps an AllGather with a ReduceScatter), to
+// control receives, and to messages that arrive before their receive, which some providers
+// count in the same pool (libfabric's shm, 1,024 entries: fi_trecv fails with ENOMEM when
+// they run out; tcp;ofi_rxm holds 2,048). Receives ready out of schedule order (an older one
+// still waits on a local operation) may take only the window less its in-order quarter, so
+// the oldest receive not yet posted always finds a place. (Posting in the order they became
+// ready let receives needed late fill the cap ahead of ones needed now: a ring AllReduce of
+// 100+ chunks per block posted its all-gather receives first, its reduce-scatter receives
+// never, and every rank waited until the timeout.) The window is wide because an uneven ring
+// runs chunk-major at its fast ranks while receives are posted step-major: with 256 places a
+// ring AllReduce of 1 GiB on 8+4 ranks lost 19 % waiting for places (docs/planning.md).
+/// Most receives a schedule keeps posted at once, whatever the provider holds.
+inline constexpr size_t kMaxPostedRecvs = 1024;
+/// The receives a schedule keeps posted at once on an endpoint whose provider holds
+/// `providerRecvs` posted receives (Endpoint::recvQueueSize()): a quarter, within [4,
+/// kMaxPostedRecvs].
+constexpr size_t recvWindow(size_t providerRecvs) {
+  const size_t quarter = providerRecvs / 4;
+  return quarter < 4 ? 4 : (quarter < kMaxPostedRecvs ? quarter : kMaxPostedRecvs);
+}
+/// Of a window's places, those only the oldest receive not yet posted may take.
+constexpr size_t inOrderRecvs(size_t window) {
+  return window / 4;
+}
 
 /// Scratch memory for schedules, reused across calls (allocation and page faults are costly).
 class ScratchPool {
@@ -196,7 +210,7 @@ class Schedule final : public transport::TransferOwner {
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
   std::deque<OpId> readySends_, readyLocal_;
-  // Ready receives, oldest (lowest id) first (posting rules: kMaxPostedRecvs, kInOrderRecvs).
+  // Ready receives, oldest (lowest id) first (posting rules: recvWindow, inOrderRecvs).
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
   size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted
@@ -206,6 +220,7 @@ class Schedule final : public transport::TransferOwner {
   bool started_ = false;
   size_t done_ = 0;
   size_t posted_ = 0, postedSends_ = 0, postedRecvs_ = 0;
+  size_t recvWindow_ = kMaxPostedRecvs;  // recvWindow() of the endpoint, set when it starts
   Result errorCode_ = Result::Success;
   std::string errorMessage_;
   Progress failedAt_;

@@ -21,12 +21,13 @@ namespace {
 
 using Kind = algo::Schedule::OpKind;
 using Ops = SimOps;
-// The engine's posting rules (schedule.hpp: kMaxPostedSends, kMaxPostedRecvs, kInOrderRecvs):
+// The engine's posting rules (schedule.hpp: kMaxPostedSends, recvWindow, inOrderRecvs):
 // sends in the order they became ready; receives oldest first, those ready ahead of an older
-// one still waiting taking at most kMaxPostedRecvs - kInOrderRecvs of the places.
+// one still waiting taking at most the window less its in-order places. The window is the
+// engine's on a provider that holds 4 x kMaxPostedRecvs (4,096) posted receives or more.
 constexpr auto kMaxPostedSends = static_cast<uint32_t>(algo::kMaxPostedSends);
 constexpr auto kMaxPostedRecvs = static_cast<uint32_t>(algo::kMaxPostedRecvs);
-constexpr auto kInOrderRecvs = static_cast<uint32_t>(algo::kInOrderRecvs);
+constexpr auto kInOrderRecvs = static_cast<uint32_t>(algo::inOrderRecvs(algo::kMaxPostedRecvs));
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 enum class Ev : uint8_t { FlowStart, Arrival, Advance, ThreadBusy, ThreadFree };

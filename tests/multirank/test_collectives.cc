@@ -4,6 +4,7 @@
 
 #include <sharc/communicator.hpp>
 #include <tuple>
+#include <vector>
 
 #include "collective_check.hpp"
 #include "multiprocess.hpp"
@@ -146,6 +147,46 @@ TEST(RingAllReduce, UnevenBlocksManyChunksRepeated) {
         },
         o);
   }
+}
+
+// A schedule keeps at most a quarter of the receives its provider holds posted (libfabric's
+// shm: 1,024, counting messages that arrived before their receive; fi_trecv fails with ENOMEM
+// beyond). Two ring AllReduces in flight at once (FSDP overlaps an AllGather with a
+// ReduceScatter), each of 600 chunks per block, wanting more places than that, complete.
+TEST(RingAllReduce, ManyChunksInFlightFitTheProvidersReceiveQueue) {
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "shm";
+  o.env["SHARC_SHM"] = "0";
+  o.env["SHARC_ALGO"] = "allreduce:ring";
+  o.env["SHARC_CHUNK_BYTES"] = "8192";
+  o.env["SHARC_TIMEOUT_MS"] = "60000";
+  runRanks(
+      4,
+      [](const RankContext& ctx) {
+        auto comm = Communicator::createFromEnvironment();
+        constexpr size_t kCalls = 2;
+        const size_t count = size_t{4} * 600 * 8192 / sizeof(float);
+        std::vector<std::vector<float>> in(kCalls), out(kCalls);
+        for (size_t c = 0; c < kCalls; ++c) {
+          in[c].resize(count);
+          out[c].assign(count, -1.0f);
+          for (size_t i = 0; i < count; ++i)
+            in[c][i] = static_cast<float>((i * 7 + c * 3 + static_cast<size_t>(ctx.rank)) % 64);
+        }
+        std::vector<Request> calls;
+        for (size_t c = 0; c < kCalls; ++c)
+          calls.push_back(
+              comm->iallReduce(in[c].data(), out[c].data(), count, DataType::Float32, RedOp::Sum));
+        for (Request& r : calls) r.wait();
+        for (size_t c = 0; c < kCalls; ++c)
+          for (size_t i = 0; i < count; ++i) {
+            double want = 0;  // the float64 reference: every rank's value, summed
+            for (int r = 0; r < ctx.size; ++r)
+              want += static_cast<double>((i * 7 + c * 3 + static_cast<size_t>(r)) % 64);
+            ASSERT_EQ(static_cast<double>(out[c][i]), want) << "call " << c << ", element " << i;
+          }
+      },
+      o);
 }
 
 // Without single-copy reads (SHARC_CMA=0) one-host jobs pick the fabric-only algorithms.
