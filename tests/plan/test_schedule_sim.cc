@@ -215,12 +215,6 @@ TEST(ScheduleSim, RejectsCallsWithNoElementPerRank) {
   }
 }
 
-// The engine's ring AllReduce on 4 ranks in 128 chunks per block: the 256 receives it may
-// keep posted fill with all-gather receives (each ready once the reduce-scatter has read its
-// chunk) ahead of the reduce-scatter's later receives, which also wait for the previous
-// step's send. No rank can finish its reduce-scatter: the replay names the receive it waits
-// on. (Found by this replay and confirmed on 4 real ranks, which time out already at 100
-// chunks: issue 14. When the engine's posting order is fixed, this case must complete.)
 // The engine once posted receives in the order they became ready, at most 256: a ring
 // AllReduce of 100+ chunks per block filled them with its all-gather receives and its
 // reduce-scatter never got one (the replay deadlocked at 128 chunks on 4 ranks, 43 on 8, 5 on
