@@ -17,6 +17,14 @@ algo::CollKind collKind(Collective c) {
   }
 }
 
+algo::AlgorithmOverride forcedAlgorithm(Collective c, const std::string& algorithm) {
+  if (algorithm.empty()) return {};
+  const char* prefix = c == Collective::AllGather       ? "allgather:"
+                       : c == Collective::ReduceScatter ? "reducescatter:"
+                                                        : "allreduce:";
+  return algo::AlgorithmOverride::parse(prefix + algorithm);
+}
+
 namespace {
 
 int ceilLog2(int x) {
@@ -120,13 +128,7 @@ Prediction predictGroup(const Cluster& cl, int nodes, int ranksPerNode, int shar
   group.railsPerRank = whole.fabricRails;  // still its own NICs
   const algo::NodeMap map = nodeMap(nodes, ranksPerNode);
   algo::CallShape shape = callShape(c, bytes, map);
-  if (!algorithm.empty()) {
-    shape.override =
-        algo::AlgorithmOverride::parse((c == Collective::AllGather       ? "allgather:"
-                                        : c == Collective::ReduceScatter ? "reducescatter:"
-                                                                         : "allreduce:") +
-                                       algorithm);
-  }
+  shape.override = forcedAlgorithm(c, algorithm);
   const algo::Plan p = algo::plan(shape, tunerParams(group), false);
   Prediction out;
   out.collective = c;

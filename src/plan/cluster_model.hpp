@@ -19,6 +19,9 @@ Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryByt
 algo::NodeMap nodeMap(int nodes, int ranksPerNode);
 /// The engine's name for planner collective `c`.
 algo::CollKind collKind(Collective c);
+/// The override that `SHARC_ALGO=<c's prefix>:<algorithm>` makes (a forced algorithm of the
+/// planner; "" forces none); throws sharc::Error naming a bad algorithm.
+algo::AlgorithmOverride forcedAlgorithm(Collective c, const std::string& algorithm);
 /// The tuner's shape of `c` of `bytes` on `map` (bytes: AllGather output, ReduceScatter
 /// input, AllReduce vector).
 algo::CallShape callShape(Collective c, size_t bytes, const algo::NodeMap& map);

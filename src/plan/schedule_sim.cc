@@ -489,12 +489,7 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
                     std::to_string(cluster.ranksPerNode) + ") must be at least 1");
   const algo::NodeMap map = nodeMap(nodes, cluster.ranksPerNode);
   algo::CallShape shape = simShape(c, bytes, map);
-  if (!algorithm.empty())
-    shape.override =
-        algo::AlgorithmOverride::parse((c == Collective::AllGather       ? "allgather:"
-                                        : c == Collective::ReduceScatter ? "reducescatter:"
-                                                                         : "allreduce:") +
-                                       algorithm);
+  shape.override = forcedAlgorithm(c, algorithm);
   if (chunkBytes > 0) {
     shape.chunkBytes = chunkBytes;
     shape.chunkBytesSet = true;
