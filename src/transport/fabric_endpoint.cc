@@ -284,7 +284,14 @@ class FabricEndpoint final : public Endpoint {
     if (!describe(buf, len, desc)) return PostStatus::Failed;
     const ssize_t rc =
         fi_trecv(ep_.get(), buf, len, desc, FI_ADDR_UNSPEC, tag, ignore, t.providerContext);
-    return postResult(rc, "fi_trecv");
+    const PostStatus st = postResult(rc, "fi_trecv");
+    // libfabric's shm: its receive entries (posted and arrived early) ran out. Short: the
+    // other ranks get this text in the abort notice, whose length is bounded.
+    if (rc == -FI_ENOMEM)
+      lastError_ += " (" + provider_ + " holds " + std::to_string(recvQueueSize()) +
+                    " receives, early ones included: fewer calls at once or larger "
+                    "SHARC_CHUNK_BYTES)";
+    return st;
   }
 
   void cancel(Transfer& t) override { fi_cancel(&ep_->fid, t.providerContext); }

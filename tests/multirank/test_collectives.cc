@@ -189,6 +189,46 @@ TEST(RingAllReduce, ManyChunksInFlightFitTheProvidersReceiveQueue) {
       o);
 }
 
+// Five such calls in flight at once want more than shm's 1,024 entries: every rank fails (no
+// hang), and the error says what ran out and what helps.
+TEST(RingAllReduce, TooManyInFlightOnShmFailsNamingTheProvidersQueue) {
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "shm";
+  o.env["SHARC_SHM"] = "0";
+  o.env["SHARC_ALGO"] = "allreduce:ring";
+  o.env["SHARC_CHUNK_BYTES"] = "8192";
+  o.env["SHARC_TIMEOUT_MS"] = "30000";
+  runRanks(
+      4,
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        constexpr size_t kCalls = 5;
+        const size_t count = size_t{4} * 600 * 8192 / sizeof(float);
+        std::vector<std::vector<float>> in(kCalls, std::vector<float>(count, 1.0f));
+        std::vector<std::vector<float>> out(kCalls, std::vector<float>(count));
+        std::vector<Request> calls;
+        std::string error;  // the first one this rank sees: a later call may fail to start
+        try {
+          for (size_t c = 0; c < kCalls; ++c)
+            calls.push_back(comm->iallReduce(in[c].data(), out[c].data(), count, DataType::Float32,
+                                             RedOp::Sum));
+        } catch (const Error& e) {
+          error = e.what();
+        }
+        for (Request& r : calls) {
+          try {
+            r.wait();
+          } catch (const Error& e) {
+            if (error.empty()) error = e.what();
+          }
+        }
+        EXPECT_NE(error.find("fi_trecv"), std::string::npos) << error;
+        EXPECT_NE(error.find("shm holds 1024 receives"), std::string::npos) << error;
+        EXPECT_NE(error.find("SHARC_CHUNK_BYTES"), std::string::npos) << error;
+      },
+      o);
+}
+
 // Without single-copy reads (SHARC_CMA=0) one-host jobs pick the fabric-only algorithms.
 TEST(OneHost, WithoutSingleCopyReads) {
   RunOptions o;
