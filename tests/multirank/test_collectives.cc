@@ -149,17 +149,22 @@ TEST(RingAllReduce, UnevenBlocksManyChunksRepeated) {
   }
 }
 
-// A schedule keeps at most a quarter of the receives its provider holds posted (libfabric's
-// shm: 1,024, counting messages that arrived before their receive; fi_trecv fails with ENOMEM
-// beyond). Two ring AllReduces in flight at once (FSDP overlaps an AllGather with a
-// ReduceScatter), each of 600 chunks per block, wanting more places than that, complete.
-TEST(RingAllReduce, ManyChunksInFlightFitTheProvidersReceiveQueue) {
+// 4 ranks of one host on libfabric's shm provider, the ring AllReduce in 8 KiB chunks.
+RunOptions ringOnShm() {
   RunOptions o;
   o.env["SHARC_FI_PROVIDER"] = "shm";
   o.env["SHARC_SHM"] = "0";
   o.env["SHARC_ALGO"] = "allreduce:ring";
   o.env["SHARC_CHUNK_BYTES"] = "8192";
   o.env["SHARC_TIMEOUT_MS"] = "60000";
+  return o;
+}
+
+// A schedule keeps at most a quarter of the receives its provider holds posted (libfabric's
+// shm: 1,024, counting messages that arrived before their receive; fi_trecv fails with ENOMEM
+// beyond). Two ring AllReduces in flight at once (FSDP overlaps an AllGather with a
+// ReduceScatter), each of 600 chunks per block, wanting more places than that, complete.
+TEST(RingAllReduce, ManyChunksInFlightFitTheProvidersReceiveQueue) {
   runRanks(
       4,
       [](const RankContext& ctx) {
@@ -186,18 +191,12 @@ TEST(RingAllReduce, ManyChunksInFlightFitTheProvidersReceiveQueue) {
             ASSERT_EQ(static_cast<double>(out[c][i]), want) << "call " << c << ", element " << i;
           }
       },
-      o);
+      ringOnShm());
 }
 
 // Five such calls in flight at once want more than shm's 1,024 entries: every rank fails (no
 // hang), and the error says what ran out and what helps.
 TEST(RingAllReduce, TooManyInFlightOnShmFailsNamingTheProvidersQueue) {
-  RunOptions o;
-  o.env["SHARC_FI_PROVIDER"] = "shm";
-  o.env["SHARC_SHM"] = "0";
-  o.env["SHARC_ALGO"] = "allreduce:ring";
-  o.env["SHARC_CHUNK_BYTES"] = "8192";
-  o.env["SHARC_TIMEOUT_MS"] = "30000";
   runRanks(
       4,
       [](const RankContext&) {
@@ -226,7 +225,7 @@ TEST(RingAllReduce, TooManyInFlightOnShmFailsNamingTheProvidersQueue) {
         EXPECT_NE(error.find("shm holds 1024 receives"), std::string::npos) << error;
         EXPECT_NE(error.find("SHARC_CHUNK_BYTES"), std::string::npos) << error;
       },
-      o);
+      ringOnShm());
 }
 
 // Without single-copy reads (SHARC_CMA=0) one-host jobs pick the fabric-only algorithms.
