@@ -89,7 +89,8 @@ class Endpoint {
   /// The provider's domain (NIC) name, e.g. "lo", "eth0", "rdmap16s27-rdm"; "" when none.
   virtual std::string domainName() const { return {}; }
   /// How many receives the provider holds posted at once (libfabric's fi_info
-  /// rx_attr->size; SIZE_MAX where nothing fixes it). Schedules keep at most half posted.
+  /// rx_attr->size; SIZE_MAX where nothing fixes it). A schedule keeps at most a quarter
+  /// posted (algo::recvWindow).
   virtual size_t recvQueueSize() const { return SIZE_MAX; }
   /// Largest send that completes at once without a completion (0: none do).
   virtual size_t injectSize() const { return 0; }
