@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs every command that README.md shows in a ```sh block, so that the README cannot rot:
-# each one verbatim where it is quick, in a short smoke form where the real one is long, or
-# marked as covered elsewhere (with where) or not runnable here (with why). A README command
-# this script does not know fails the check: add it to `check` below with its smoke form.
+# Runs every command that README.md and the pages under docs/ show in a ```sh block, so that
+# the documentation cannot rot: each one verbatim where it is quick, in a short smoke form
+# where the real one is long, or marked as covered elsewhere (with where) or not runnable here
+# (with why). A command this script does not know fails the check: add it to `check` below
+# with its smoke form. A command shown on several pages is checked once.
 #
 #   bash tools/readme-check.sh [--list]      # after a build (tools/test.sh runs it last)
 #
-# --list prints each command and how it is checked, without running anything.
+# --list prints each page's commands and how each is checked, without running anything (no
+# build needed); it fails, as the full check does, when a command has no entry in `check`.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -16,7 +18,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 FI_TCP_IFACE=${
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# How each README command is checked: "run: CMD" (CMD is run; "same" = the command itself),
+# How each documented command is checked: "run: CMD" (CMD is run; "same" = the command itself),
 # "covered: WHERE" or "skip: WHY".
 check() {
   case "$1" in
@@ -96,26 +98,62 @@ check() {
     "SHARC_TUNER_FILE=/tmp/learned.txt build/perf/sharc-perf reduce_scatter -N 2 -b 64M -e 64M -n 20 -w 5")
       echo "run: SHARC_TUNER_FILE=$tmp/learned.txt build/perf/sharc-perf reduce_scatter -N 2 -b 1M -e 1M -n 5 -w 1 >/dev/null" ;;
     "cat /tmp/learned.txt") echo "run: grep -q '^choice\\.reducescatter\\.' $tmp/learned.txt" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 2,4,16 -b 1M -e 1G -f 8")
+      echo "run: build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 2 -b 1M -e 1M >/dev/null" ;;
+    "build/tools/sharc-plan backtest")  # exits 1 while a published point is outside its bound
+      echo "run: build/tools/sharc-plan backtest >$tmp/backtest; [[ \$? -le 1 ]] && grep -q '^ *p5.48xlarge' $tmp/backtest" ;;
+    "build/tests/plan/test_schedule_sim")
+      echo "covered: tools/test.sh's ctest runs these cases (plan.ScheduleSim.*)" ;;
+    "build/tests/plan/test_schedule_sim --table --quick" | \
+      "build/tests/plan/test_schedule_sim --table --layout 8+4 --algorithm hierarchical --collective all_reduce --min-bytes 16")
+      echo "run: same >/dev/null" ;;
+    "build/tests/plan/test_schedule_sim --table")
+      echo "skip: the whole sweep, 15-21 minutes on 2 cores (docs/planning.md has its table)" ;;
+    "SHARC_SHM=0 SHARC_ALGO=ring SHARC_CHUNK_BYTES=65536 SHARC_TIMEOUT_MS=10000 build/perf/sharc-perf all_reduce -b 32M -e 32M -N 4 -n 1 -w 0 -c 1")
+      echo "covered: CTest perf.ring_all_reduce_many_chunks is this command" ;;
+    "tools/validate-model.sh build /tmp/sharc-validate")
+      echo "skip: root and ~9 minutes; CTest cluster.model.validate (label cluster) runs its short form" ;;
+    "tools/emulate-cluster.sh --nodes 3,1 --rate 200mbit -- build/perf/sharc-perf all_gather -b 64K -e 16M -f 4 -n 5 -w 3 -c 0 --median --explain")
+      echo "covered: CTest cluster.model.validate runs these cases on the emulated cluster (root)" ;;
     *) echo "unknown" ;;
   esac
 }
 
-# The README's commands: the lines of its ```sh blocks, comments and blank lines dropped.
-mapfile -t commands < <(awk '/^```sh/{f=1;next} /^```/{f=0} f' README.md |
-  sed -e 's/[[:space:]]\+#.*$//' -e 's/[[:space:]]*$//' | grep -v '^$')
+# The pages: README.md, then docs/*.md and docs/dev/*.md in name order.
+pages=(README.md)
+for f in docs/*.md docs/dev/*.md; do [[ -f $f ]] && pages+=("$f"); done
 
-ran=0 failed=0 unknown=0 other=0
-for cmd in "${commands[@]}"; do
+# Each page's commands: the lines of its ```sh blocks, comment lines, trailing comments and
+# blank lines dropped; stored as "page<TAB>command".
+entries=()
+for page in "${pages[@]}"; do
+  while IFS= read -r cmd; do entries+=("$page"$'\t'"$cmd"); done < <(
+    awk '/^```sh[[:space:]]*$/{f=1;next} /^```/{f=0} f' "$page" |
+      sed -e 's/^[[:space:]]*#.*$//' -e 's/[[:space:]]\+#.*$//' -e 's/[[:space:]]*$//' |
+      grep -v '^$')
+done
+
+declare -A seen=()
+ran=0 failed=0 unknown=0 other=0 repeats=0
+for entry in "${entries[@]}"; do
+  page=${entry%%$'\t'*}
+  cmd=${entry#*$'\t'}
   how=$(check "$cmd")
+  if [[ -n ${seen[$cmd]:-} ]]; then
+    repeats=$((repeats + 1))
+    [[ $list -eq 1 ]] && printf '%-10s %s: %s\n           (checked above, %s)\n' "${how%%:*}" "$page" "$cmd" "${seen[$cmd]}"
+    continue
+  fi
+  seen[$cmd]=$page
   if [[ $list -eq 1 || $how != run:* ]]; then
-    printf '%-10s %s\n' "${how%%:*}" "$cmd"
-    [[ $how == unknown ]] && { unknown=$((unknown + 1)); echo "           ^ README command without a check in $0"; }
+    printf '%-10s %s: %s\n' "${how%%:*}" "$page" "$cmd"
+    [[ $how == unknown ]] && { unknown=$((unknown + 1)); echo "           ^ a command of $page without a check in $0"; }
     [[ $how == covered:* || $how == skip:* ]] && { other=$((other + 1)); echo "           (${how#*: })"; }
     continue
   fi
   smoke=${how#run: }
   [[ $smoke == same* ]] && smoke="$cmd${smoke#same}"
-  echo "==== readme-check: $smoke"
+  echo "==== readme-check ($page): $smoke"
   start=$SECONDS
   if bash -c "$smoke" >"$tmp/out" 2>&1; then
     ran=$((ran + 1))
@@ -123,10 +161,15 @@ for cmd in "${commands[@]}"; do
   else
     failed=$((failed + 1))
     tail -n 30 "$tmp/out"
-    echo "FAILED (${cmd}) in $((SECONDS - start)) s"
+    echo "FAILED ($page: ${cmd}) in $((SECONDS - start)) s"
   fi
 done
-[[ $list -eq 1 ]] && exit 0
-echo "readme-check: ${#commands[@]} README commands: $ran ran, $failed failed, $other covered" \
-  "elsewhere or skipped, $unknown without a check"
+if [[ $list -eq 1 ]]; then
+  echo "readme-check --list: ${#entries[@]} commands on ${#pages[@]} pages, ${#seen[@]} distinct," \
+    "$unknown without a check"
+  [[ $unknown -eq 0 ]]
+  exit
+fi
+echo "readme-check: ${#entries[@]} commands on ${#pages[@]} pages (${repeats} repeated):" \
+  "$ran ran, $failed failed, $other covered elsewhere or skipped, $unknown without a check"
 [[ $failed -eq 0 && $unknown -eq 0 ]]
