@@ -62,13 +62,13 @@ check() {
     "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 50 --seed 13" | \
       "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 2x2 --trials 50" | \
       "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 3x2 --trials 50")
-      echo "skip: 10-25 minutes each (the README has their tables); CTest faults.campaign.short runs the short form" ;;
+      echo "skip: 10-25 minutes each (docs/measurements.md has their results); CTest faults.campaign.short runs the short form" ;;
     "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 2 --seed 1")
       echo "covered: CTest faults.campaign.short is this command" ;;
     "tools/fuzz.sh") echo "covered: tools/test.sh runs tools/fuzz.sh -t 10" ;;
     "tools/sanitize.sh asan -L unit") echo "covered: tools/test.sh runs it" ;;
     "tools/sanitize.sh asan" | "tools/sanitize.sh tsan" | "tools/sanitize.sh tsan -L nccl -R CollNet")
-      echo "skip: 20-40 minutes each on 2 cores (run by hand; the note of issue 13 has the results)" ;;
+      echo "skip: 20-40 minutes each on 2 cores (run by hand)" ;;
     "tools/fuzz.sh -t 60 shm_fifo") echo "run: tools/fuzz.sh --no-build -t 2 shm_fifo >/dev/null" ;;
     "tools/fuzz.sh --list") echo "run: same >/dev/null" ;;
     "tools/fuzz.sh --seed") echo "skip: rewrites the committed seed corpora (tests/fuzz/corpus)" ;;
@@ -115,6 +115,21 @@ check() {
       echo "skip: root and ~9 minutes; CTest cluster.model.validate (label cluster) runs its short form" ;;
     "tools/emulate-cluster.sh --nodes 3,1 --rate 200mbit -- build/perf/sharc-perf all_gather -b 64K -e 16M -f 4 -n 5 -w 3 -c 0 --median --explain")
       echo "covered: CTest cluster.model.validate runs these cases on the emulated cluster (root)" ;;
+    "perf/speed-targets.sh 3")
+      echo "skip: root (an emulated 2x2 cluster) and every target 3 times against Open MPI and memcpy; CTest perf.smoke.* runs sharc-perf" ;;
+    "bash tools/torch-venv.sh -- python3 perf/torch_bench.py --skip-fsdp --json /tmp/torch-bench-1.json")
+      echo "covered: the smoke form of 'bash tools/torch-venv.sh -- python3 perf/torch_bench.py' runs the same script" ;;
+    "build/perf/sharc-net-perf -b 1M -e 64M -f 2 --reps 5" | "build/perf/sharc-net-perf -b 8 -e 64K -f 8 --reps 5")
+      echo "covered: CTest perf.net_plugin.* runs sharc-net-perf over tcp and shm" ;;
+    "ctest --test-dir build -L speed -V")
+      echo "skip: a timing check of several minutes (label speed), which the default preset and CI leave out" ;;
+    "tools/fault-campaign.sh --perf build/perf/sharc-perf --classes kill,drop,fail --trials 20 --seed 77" | \
+      "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 3x2 --trials 15 --seed 91")
+      echo "skip: minutes each (docs/measurements.md has their tables); CTest faults.campaign.short runs the short form" ;;
+    "tools/soak.sh" | "tools/soak.sh 2" | \
+      "build/tests/soak/sharc_soak --ranks 4 --small 20000 --large 200 --split-every 100")
+      echo "skip: long soaks (20,000 to 100,000 collectives per run); CTest soak.short.shm0/shm1 run the short form" ;;
+    "ctest --test-dir build -L soak") echo "covered: tools/test.sh's ctest runs the soak label" ;;
     *) echo "unknown" ;;
   esac
 }
