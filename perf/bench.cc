@@ -48,12 +48,13 @@ Buffer allocate(size_t bytes, bool shared = false) {
   return Buffer(p, BufferFree{shared});
 }
 
-void runOnce(Communicator& comm, Collective c, const void* send, void* recv, size_t count,
+void runOnce(Communicator& comm, CollectiveKind c, const void* send, void* recv, size_t count,
              DataType type, RedOp op) {
   switch (c) {
-    case Collective::AllGather: comm.allGather(send, recv, count, type); return;
-    case Collective::ReduceScatter: comm.reduceScatter(send, recv, count, type, op); return;
-    case Collective::AllReduce: comm.allReduce(send, recv, count, type, op); return;
+    case CollectiveKind::AllGather: comm.allGather(send, recv, count, type); return;
+    case CollectiveKind::ReduceScatter: comm.reduceScatter(send, recv, count, type, op); return;
+    case CollectiveKind::AllReduce: comm.allReduce(send, recv, count, type, op); return;
+    default: break;
   }
 }
 
@@ -109,10 +110,10 @@ class Runner {
     }
     if (o_.memcpyBaseline) row.memcpy = timeMemcpy(memcpyBytes(row.bytes));
     if (o_.explain) {
-      const CollectiveKind kind = o_.collective == Collective::AllGather ? CollectiveKind::AllGather
-                                  : o_.collective == Collective::ReduceScatter
-                                      ? CollectiveKind::ReduceScatter
-                                      : CollectiveKind::AllReduce;
+      const CollectiveKind kind =
+          o_.collective == CollectiveKind::AllGather       ? CollectiveKind::AllGather
+          : o_.collective == CollectiveKind::ReduceScatter ? CollectiveKind::ReduceScatter
+                                                           : CollectiveKind::AllReduce;
       const CallPlan p = comm_.plan(kind, row.count, type);
       row.plan = PlanInfo{p.algorithm, p.chunkBytes, p.predictedUs, p.breakdown};
     }
@@ -126,9 +127,10 @@ class Runner {
     const size_t chunk = count * ts * static_cast<size_t>(rank_);
     if (!inPlace) return {s, r};
     switch (o_.collective) {
-      case Collective::AllGather: return {r + chunk, r};
-      case Collective::ReduceScatter: return {r, r + chunk};
-      case Collective::AllReduce: return {r, r};
+      case CollectiveKind::AllGather: return {r + chunk, r};
+      case CollectiveKind::ReduceScatter: return {r, r + chunk};
+      case CollectiveKind::AllReduce: return {r, r};
+      default: break;
     }
     return {s, r};
   }
@@ -137,25 +139,26 @@ class Runner {
   void fillInputs(const Call& call, size_t count, const Pattern& p, bool inPlace) {
     const size_t n = static_cast<size_t>(n_);
     switch (o_.collective) {
-      case Collective::AllGather:
+      case CollectiveKind::AllGather:
         fillSentinel(call.recv, p.type, count * n);  // in place: overwritten below for our part
         fillPattern(const_cast<void*>(call.send), p, rank_, 0, count);
         return;
-      case Collective::ReduceScatter:
+      case CollectiveKind::ReduceScatter:
         if (!inPlace) fillSentinel(call.recv, p.type, count);
         fillPattern(const_cast<void*>(call.send), p, rank_, 0, count * n);
         return;
-      case Collective::AllReduce:
+      case CollectiveKind::AllReduce:
         if (!inPlace) fillSentinel(call.recv, p.type, count);
         fillPattern(const_cast<void*>(call.send), p, rank_, 0, count);
         return;
+      default: break;
     }
   }
 
   // The bytes the bus bandwidth counts per rank for a call of `bytes` (nccl-tests' size).
   size_t memcpyBytes(size_t bytes) const {
     const size_t n = static_cast<size_t>(n_);
-    const size_t factor = o_.collective == Collective::AllReduce ? 2 : 1;
+    const size_t factor = o_.collective == CollectiveKind::AllReduce ? 2 : 1;
     return bytes / n * (n - 1) * factor + bytes % n * (n - 1) * factor / n;
   }
 
@@ -216,7 +219,7 @@ class Runner {
     runOnce(comm_, o_.collective, call.send, call.recv, count, p.type, p.op.value_or(RedOp::Sum));
     size_t wrong = 0;
     switch (o_.collective) {
-      case Collective::AllGather: {
+      case CollectiveKind::AllGather: {
         const size_t ts = dataTypeSize(p.type);
         for (int r = 0; r < n_; ++r)
           wrong += countWrongCopy(
@@ -224,10 +227,11 @@ class Runner {
               0, count);
         break;
       }
-      case Collective::ReduceScatter:
+      case CollectiveKind::ReduceScatter:
         wrong = countWrongReduced(call.recv, p, static_cast<size_t>(rank_) * count, count);
         break;
-      case Collective::AllReduce: wrong = countWrongReduced(call.recv, p, 0, count); break;
+      case CollectiveKind::AllReduce: wrong = countWrongReduced(call.recv, p, 0, count); break;
+      default: break;
     }
     int64_t mine = static_cast<int64_t>(wrong);
     int64_t total = 0;
@@ -275,7 +279,7 @@ int runBenchmark(Communicator& comm, const Options& options, const std::string& 
   report.header(describeRun(comm, launch));
   Runner runner(comm, options, baseline);
   std::vector<std::optional<RedOp>> ops;
-  if (collectiveReduces(options.collective))
+  if (core::collectiveReduces(options.collective))
     for (RedOp op : options.ops) ops.emplace_back(op);
   else
     ops.emplace_back(std::nullopt);

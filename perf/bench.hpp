@@ -15,12 +15,12 @@ class Baseline {
  public:
   virtual ~Baseline() = default;
   /// False when the implementation lacks the type or the operator.
-  virtual bool supports(Collective c, DataType type, std::optional<RedOp> op,
+  virtual bool supports(CollectiveKind c, DataType type, std::optional<RedOp> op,
                         size_t count) const = 0;
   /// Mean time in microseconds of one call over `iters` calls after `warmup` untimed ones,
   /// the maximum over ranks (collective over the job). `count` is per rank for all_gather
   /// and reduce_scatter, as for sharc.
-  virtual double timeUs(Collective c, const void* send, void* recv, size_t count, DataType type,
+  virtual double timeUs(CollectiveKind c, const void* send, void* recv, size_t count, DataType type,
                         std::optional<RedOp> op, int iters, int warmup) = 0;
 };
 

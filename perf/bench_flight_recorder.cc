@@ -16,7 +16,7 @@ using sharc::detail::TraceEntry;
 void recordOne(FlightRecorder& rec, uint64_t seq) {
   TraceEntry& e = rec.add();  // as CommunicatorImpl::start does
   e.seq = seq;
-  e.kind = sharc::algo::CollKind::AllReduce;
+  e.kind = sharc::CollectiveKind::AllReduce;
   e.type = sharc::DataType::Float32;
   e.hasOp = true;
   e.op = sharc::RedOp::Sum;

@@ -38,7 +38,7 @@ constexpr double kTargetFraction = 0.7;  // the issue's target: busbw >= 70 % of
 constexpr int kCopyReps = 10;            // timed device copies (the median is reported)
 
 struct GpuRow {
-  Collective collective = Collective::AllReduce;
+  CollectiveKind collective = CollectiveKind::AllReduce;
   size_t bytes = 0;
   size_t count = 0;
   DataType type = DataType::Float32;
@@ -78,10 +78,10 @@ class GpuBench {
     printCopy(copy);
     std::vector<GpuRow> rows;
     uint64_t seed = 1;
-    for (Collective c : o_.collectives) {
+    for (CollectiveKind c : o_.collectives) {
       tableHeader(c);
       std::vector<std::optional<RedOp>> ops;
-      if (collectiveReduces(c))
+      if (core::collectiveReduces(c))
         ops.assign(o_.ops.begin(), o_.ops.end());
       else
         ops.emplace_back(std::nullopt);
@@ -98,15 +98,18 @@ class GpuBench {
   }
 
  private:
-  void call(Collective c, const void* send, void* recv, size_t count, DataType type, RedOp op) {
+  void call(CollectiveKind c, const void* send, void* recv, size_t count, DataType type, RedOp op) {
     switch (c) {
-      case Collective::AllGather: comm_.allGather(send, recv, count, type, stream_.get()); return;
-      case Collective::ReduceScatter:
+      case CollectiveKind::AllGather:
+        comm_.allGather(send, recv, count, type, stream_.get());
+        return;
+      case CollectiveKind::ReduceScatter:
         comm_.reduceScatter(send, recv, count, type, op, stream_.get());
         return;
-      case Collective::AllReduce:
+      case CollectiveKind::AllReduce:
         comm_.allReduce(send, recv, count, type, op, stream_.get());
         return;
+      default: break;
     }
   }
 
@@ -140,8 +143,8 @@ class GpuBench {
     comm_.allGather(mine, all.data(), kRecord, DataType::Uint8);
     if (rank_ != 0) return;
     std::string names;
-    for (Collective c : o_.collectives)
-      names += std::string(names.empty() ? "" : ",") + collectiveName(c);
+    for (CollectiveKind c : o_.collectives)
+      names += std::string(names.empty() ? "" : ",") + core::collectiveToolName(c);
     const std::string step =
         o_.stepFactor > 1 ? format("%llu(factor)", static_cast<unsigned long long>(o_.stepFactor))
                           : format("%zu(bytes)", o_.stepBytes);
@@ -214,9 +217,9 @@ class GpuBench {
     std::fflush(stdout);
   }
 
-  void tableHeader(Collective c) {
+  void tableHeader(CollectiveKind c) {
     if (rank_ != 0) return;
-    std::printf("# %s\n", collectiveName(c));
+    std::printf("# %s\n", core::collectiveToolName(c));
     std::printf("# %10s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s\n", "size", "count", "type",
                 "redop", "time", "algbw", "busbw", "#wrong", "wall");
     std::printf("# %10s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s\n", "(B)", "(elements)", "", "",
@@ -233,7 +236,7 @@ class GpuBench {
     std::fflush(stdout);
   }
 
-  GpuRow measure(Collective c, size_t nominal, DataType type, std::optional<RedOp> op,
+  GpuRow measure(CollectiveKind c, size_t nominal, DataType type, std::optional<RedOp> op,
                  uint64_t seed) {
     const size_t ts = dataTypeSize(type);
     GpuRow row;
@@ -265,11 +268,11 @@ class GpuBench {
 
   // One call on fresh inputs, compared with the float64 host reference; the mismatches
   // summed over ranks.
-  long long check(Collective c, size_t count, const Pattern& p) {
+  long long check(CollectiveKind c, size_t count, const Pattern& p) {
     const size_t ts = dataTypeSize(p.type);
     const size_t n = static_cast<size_t>(n_);
-    const size_t inCount = c == Collective::ReduceScatter ? count * n : count;
-    const size_t outCount = c == Collective::AllGather ? count * n : count;
+    const size_t inCount = c == CollectiveKind::ReduceScatter ? count * n : count;
+    const size_t outCount = c == CollectiveKind::AllGather ? count * n : count;
     fillPattern(hostIn_.data(), p, rank_, 0, inCount);
     fillSentinel(hostOut_.data(), p.type, outCount);
     cudaStream_t s = stream_.get();
@@ -283,15 +286,18 @@ class GpuBench {
     quiesce();
     size_t wrong = 0;
     switch (c) {
-      case Collective::AllGather:
+      case CollectiveKind::AllGather:
         for (int r = 0; r < n_; ++r)
           wrong +=
               countWrongCopy(hostOut_.data() + static_cast<size_t>(r) * count * ts, p, r, 0, count);
         break;
-      case Collective::ReduceScatter:
+      case CollectiveKind::ReduceScatter:
         wrong = countWrongReduced(hostOut_.data(), p, static_cast<size_t>(rank_) * count, count);
         break;
-      case Collective::AllReduce: wrong = countWrongReduced(hostOut_.data(), p, 0, count); break;
+      case CollectiveKind::AllReduce:
+        wrong = countWrongReduced(hostOut_.data(), p, 0, count);
+        break;
+      default: break;
     }
     int64_t mineWrong = static_cast<int64_t>(wrong), total = 0;
     comm_.allReduce(&mineWrong, &total, 1, DataType::Int64, RedOp::Sum);
@@ -314,13 +320,13 @@ class GpuBench {
     std::printf("# Avg bus bandwidth    : %g \n#\n",
                 rows.empty() ? 0.0 : busSum / static_cast<double>(rows.size()));
     const bool manyKinds = o_.types.size() > 1 || o_.ops.size() > 1;
-    for (Collective c : o_.collectives) {
+    for (CollectiveKind c : o_.collectives) {
       size_t largest = 0;
       for (const auto& r : rows)
         if (r.collective == c) largest = std::max(largest, r.bytes);
       for (const auto& r : rows) {
         if (r.collective != c || r.bytes != largest || copy.readWrite <= 0) continue;
-        std::string what = collectiveName(c);
+        std::string what = core::collectiveToolName(c);
         if (manyKinds)
           what +=
               format(" %s%s%s", typeName(r.type), r.op ? " " : "", r.op ? redOpName(*r.op) : "");
@@ -338,7 +344,7 @@ class GpuBench {
             "# %s aggregate busbw (%d x busbw) %.2f GB/s = %.1f %% of device copy "
             "bandwidth, %.1f %% of copy rate\n",
             what.c_str(), n_, n_ * bw, 100 * n_ * bw / copy.readWrite, 100 * n_ * bw / copy.copied);
-        if (c != Collective::AllReduce)
+        if (c != CollectiveKind::AllReduce)
           std::printf(
               "# %s target %.0f %%: %s (busbw vs device copy bandwidth, bytes "
               "read+written; informational; with aggregate busbw: %s)\n",

@@ -8,16 +8,17 @@ namespace sharc::perf {
 
 namespace {
 
-std::optional<std::vector<Collective>> parseCollectives(std::string_view text) {
+std::optional<std::vector<CollectiveKind>> parseCollectives(std::string_view text) {
   std::string s;
   for (char ch : text)
     if (ch != '_' && ch != '-')
       s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (s == "all")
-    return std::vector{Collective::AllGather, Collective::ReduceScatter, Collective::AllReduce};
-  if (s == "allgather") return std::vector{Collective::AllGather};
-  if (s == "reducescatter") return std::vector{Collective::ReduceScatter};
-  if (s == "allreduce") return std::vector{Collective::AllReduce};
+    return std::vector{CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+                       CollectiveKind::AllReduce};
+  if (s == "allgather") return std::vector{CollectiveKind::AllGather};
+  if (s == "reducescatter") return std::vector{CollectiveKind::ReduceScatter};
+  if (s == "allreduce") return std::vector{CollectiveKind::AllReduce};
   return std::nullopt;
 }
 

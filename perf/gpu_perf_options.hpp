@@ -11,9 +11,9 @@
 namespace sharc::perf {
 
 struct GpuOptions : CommonOptions {
-  GpuOptions() { check = false; }       // --check (or -c 1) turns checking on
-  std::vector<Collective> collectives;  ///< all_gather|reduce_scatter|all_reduce|all
-  int device = 0;                       ///< --device: the GPU every rank uses
+  GpuOptions() { check = false; }           // --check (or -c 1) turns checking on
+  std::vector<CollectiveKind> collectives;  ///< all_gather|reduce_scatter|all_reduce|all
+  int device = 0;                           ///< --device: the GPU every rank uses
 };
 
 /// Parses argv (argv[0] is the program). Throws UsageError.

@@ -48,29 +48,31 @@ class MpiBaseline final : public Baseline {
  public:
   explicit MpiBaseline(MPI_Comm comm) : comm_(comm) {}
 
-  bool supports(Collective c, DataType type, std::optional<RedOp> op, size_t count) const override {
+  bool supports(CollectiveKind c, DataType type, std::optional<RedOp> op,
+                size_t count) const override {
     if (!mpiType(type) || count > static_cast<size_t>(INT_MAX)) return false;
-    if (c != Collective::AllGather && (!op || !mpiOp(*op))) return false;
+    if (c != CollectiveKind::AllGather && (!op || !mpiOp(*op))) return false;
     return true;
   }
 
-  double timeUs(Collective c, const void* send, void* recv, size_t count, DataType type,
+  double timeUs(CollectiveKind c, const void* send, void* recv, size_t count, DataType type,
                 std::optional<RedOp> op, int iters, int warmup) override {
     const MPI_Datatype t = *mpiType(type);
-    const MPI_Op o = c == Collective::AllGather ? MPI_OP_NULL : *mpiOp(op.value_or(RedOp::Sum));
+    const MPI_Op o = c == CollectiveKind::AllGather ? MPI_OP_NULL : *mpiOp(op.value_or(RedOp::Sum));
     const int n = static_cast<int>(count);
     auto once = [&] {
       switch (c) {
-        case Collective::AllGather:
+        case CollectiveKind::AllGather:
           checkMpi(MPI_Allgather(send, n, t, recv, n, t, comm_), "MPI_Allgather");
           return;
-        case Collective::ReduceScatter:
+        case CollectiveKind::ReduceScatter:
           checkMpi(MPI_Reduce_scatter_block(send, recv, n, t, o, comm_),
                    "MPI_Reduce_scatter_block");
           return;
-        case Collective::AllReduce:
+        case CollectiveKind::AllReduce:
           checkMpi(MPI_Allreduce(send, recv, n, t, o, comm_), "MPI_Allreduce");
           return;
+        default: break;
       }
     };
     for (int i = 0; i < warmup; ++i) once();

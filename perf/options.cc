@@ -7,19 +7,6 @@
 
 namespace sharc::perf {
 
-const char* collectiveName(Collective c) noexcept {
-  switch (c) {
-    case Collective::AllGather: return "all_gather";
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::AllReduce: return "all_reduce";
-  }
-  return "invalid";
-}
-
-bool collectiveReduces(Collective c) noexcept {
-  return c != Collective::AllGather;
-}
-
 const char* typeName(DataType t) noexcept {
   switch (t) {
     case DataType::Int8: return "int8";
@@ -129,16 +116,16 @@ std::vector<RedOp> parseOps(std::string_view text, bool list) {
   return out;
 }
 
-std::optional<Collective> parseCollective(std::string_view text) {
+// nccl-tests' names too: all_gather_perf, all-gather.
+std::optional<CollectiveKind> parseCollective(std::string_view text) {
   std::string s;
   for (char ch : text)
-    if (ch != '_' && ch != '-')
-      s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch != '-') s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (s.ends_with("perf")) s.resize(s.size() - 4);
-  if (s == "allgather") return Collective::AllGather;
-  if (s == "reducescatter") return Collective::ReduceScatter;
-  if (s == "allreduce") return Collective::AllReduce;
-  return std::nullopt;
+  const auto kind = core::parseCollective(s);
+  if (!kind || static_cast<int>(*kind) > static_cast<int>(CollectiveKind::AllReduce))
+    return std::nullopt;
+  return kind;
 }
 
 // sharc-perf's own long names (the common ones are FlagParser's).
@@ -304,13 +291,13 @@ std::vector<size_t> sizeSequence(const CommonOptions& o) {
   return sizes;
 }
 
-size_t elementCount(Collective c, size_t bytes, size_t typeSize, int nranks) {
-  if (c == Collective::AllReduce) return bytes / typeSize;
+size_t elementCount(CollectiveKind c, size_t bytes, size_t typeSize, int nranks) {
+  if (c == CollectiveKind::AllReduce) return bytes / typeSize;
   return bytes / (typeSize * static_cast<size_t>(nranks));
 }
 
-size_t reportedBytes(Collective c, size_t count, size_t typeSize, int nranks) {
-  if (c == Collective::AllReduce) return count * typeSize;
+size_t reportedBytes(CollectiveKind c, size_t count, size_t typeSize, int nranks) {
+  if (c == CollectiveKind::AllReduce) return count * typeSize;
   return count * typeSize * static_cast<size_t>(nranks);
 }
 

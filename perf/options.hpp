@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace sharc::perf {
+#include "core/collective.hpp"
 
-enum class Collective { AllGather, ReduceScatter, AllReduce };
+namespace sharc::perf {
 
 /// The flags sharc-perf and sharc-gpu-perf both take, as nccl-tests spells them.
 struct CommonOptions {
@@ -33,7 +33,7 @@ struct CommonOptions {
 };
 
 struct Options : CommonOptions {
-  Collective collective = Collective::AllReduce;
+  CollectiveKind collective = CollectiveKind::AllReduce;
   bool mpiBaseline = false;     ///< --baseline mpi
   bool memcpyBaseline = false;  ///< --baseline memcpy
   bool explain = false;         ///< --explain: the tuner's plan and prediction per row
@@ -122,10 +122,6 @@ Options parseOptions(int argc, char** argv);
 /// The -h text.
 std::string usageText(const char* program);
 
-/// "all_gather", "reduce_scatter", "all_reduce".
-const char* collectiveName(Collective c) noexcept;
-/// True for the collectives that take a reduction operator.
-bool collectiveReduces(Collective c) noexcept;
 /// nccl-tests' type names: "int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
 /// "float", "double", "bfloat16".
 const char* typeName(DataType t) noexcept;
@@ -135,8 +131,8 @@ std::optional<size_t> parseSize(std::string_view text) noexcept;
 /// The message sizes (total bytes, as in nccl-tests) in the order they are run.
 std::vector<size_t> sizeSequence(const CommonOptions& o);
 /// Elements per rank for all_gather/reduce_scatter, in total for all_reduce.
-size_t elementCount(Collective c, size_t bytes, size_t typeSize, int nranks);
+size_t elementCount(CollectiveKind c, size_t bytes, size_t typeSize, int nranks);
 /// Bytes nccl-tests reports for `count`: the full gathered/scattered buffer.
-size_t reportedBytes(Collective c, size_t count, size_t typeSize, int nranks);
+size_t reportedBytes(CollectiveKind c, size_t count, size_t typeSize, int nranks);
 
 }  // namespace sharc::perf

@@ -6,19 +6,20 @@
 
 namespace sharc::perf {
 
-double busBandwidth(Collective c, int nranks, size_t bytes, double timeUs) {
+double busBandwidth(CollectiveKind c, int nranks, size_t bytes, double timeUs) {
   if (!(timeUs > 0)) return 0;
   const double algBw = static_cast<double>(bytes) / 1.0e3 / timeUs;
   const double n = nranks;
   switch (c) {
-    case Collective::AllGather:
-    case Collective::ReduceScatter: return algBw * (n - 1) / n;
-    case Collective::AllReduce: return algBw * 2 * (n - 1) / n;
+    case CollectiveKind::AllGather:
+    case CollectiveKind::ReduceScatter: return algBw * (n - 1) / n;
+    case CollectiveKind::AllReduce: return algBw * 2 * (n - 1) / n;
+    default: break;
   }
   return 0;
 }
 
-void computeBandwidth(Collective c, int nranks, size_t bytes, Measure& m) {
+void computeBandwidth(CollectiveKind c, int nranks, size_t bytes, Measure& m) {
   m.algBw = m.timeUs > 0 ? static_cast<double>(bytes) / 1.0e3 / m.timeUs : 0;
   m.busBw = busBandwidth(c, nranks, bytes, m.timeUs);
 }
@@ -87,7 +88,7 @@ void Reporter::header(const RunInfo& info) {
   std::fprintf(out_,
                "# sharc-perf %s: nranks %d minBytes %zu maxBytes %zu step: %s warmup iters: %d "
                "iters: %d validation: %d\n#\n",
-               collectiveName(options_.collective), info.nranks, options_.minBytes,
+               core::collectiveToolName(options_.collective), info.nranks, options_.minBytes,
                options_.maxBytes, step.c_str(), options_.warmup, options_.iters,
                options_.check ? 1 : 0);
   std::fprintf(out_, "# Using provider %s, launch %s\n", info.provider.c_str(),
@@ -172,7 +173,7 @@ bool Reporter::writeJson(const std::string& path) const {
   if (!f) return false;
   std::string s = "{\n";
   s += "  \"tool\": \"sharc-perf\",\n";
-  s += "  \"collective\": " + jsonString(collectiveName(options_.collective)) + ",\n";
+  s += "  \"collective\": " + jsonString(core::collectiveToolName(options_.collective)) + ",\n";
   s += "  \"nranks\": " + std::to_string(info_.nranks) + ",\n";
   s += "  \"provider\": " + jsonString(info_.provider) + ",\n";
   s += "  \"launch\": " + jsonString(info_.launch) + ",\n";

@@ -70,8 +70,8 @@ struct RunInfo {
 };
 
 /// algbw and busbw from a size and a time, as nccl-tests computes them.
-void computeBandwidth(Collective c, int nranks, size_t bytes, Measure& m);
-double busBandwidth(Collective c, int nranks, size_t bytes, double timeUs);
+void computeBandwidth(CollectiveKind c, int nranks, size_t bytes, Measure& m);
+double busBandwidth(CollectiveKind c, int nranks, size_t bytes, double timeUs);
 
 class Reporter {
  public:

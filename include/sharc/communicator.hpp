@@ -74,9 +74,6 @@ struct CommOptions {
   bool sharedMemory = true;
 };
 
-/// A collective whose plan Communicator::plan describes.
-enum class CollectiveKind : uint8_t { AllGather, ReduceScatter, AllReduce };
-
 /// How sharc runs one call: the algorithm the tuner picked, its pipelining chunk and the cost
 /// model's predicted time (see SHARC_TUNER_FILE in the README).
 struct CallPlan {

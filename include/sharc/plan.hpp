@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <sharc/types.hpp>
 #include <string>
 #include <vector>
 
@@ -71,8 +72,9 @@ std::vector<std::string> builtinClusterNames();
 /// The profile `name`; throws sharc::Error(InvalidArgument) listing the valid names.
 Cluster builtinCluster(const std::string& name);
 
-/// The collectives the planner predicts.
-enum class Collective { AllGather, ReduceScatter, AllReduce };
+/// The collectives the planner predicts: AllGather, ReduceScatter and AllReduce.
+using Collective = CollectiveKind;
+/// "all_gather", "reduce_scatter", "all_reduce".
 const char* collectiveName(Collective c);
 
 /// One predicted call.

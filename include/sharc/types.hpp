@@ -37,6 +37,18 @@ enum class RedOp : uint8_t {
 /// Number of RedOp values; valid values are [0, kNumRedOps).
 inline constexpr int kNumRedOps = 5;
 
+/// Which collective (or other engine operation) a call is. Communicator::plan describes the
+/// first three; every value fits the three bits a message tag keeps for it.
+enum class CollectiveKind : uint8_t {
+  AllGather = 0,
+  ReduceScatter = 1,
+  AllReduce = 2,
+  Broadcast = 3,
+  Barrier = 4,
+  Split = 5,         ///< Communicator::split's exchange
+  PointToPoint = 6,  ///< send / receive
+};
+
 /// Size in bytes of one element; 0 for an invalid type.
 size_t dataTypeSize(DataType type) noexcept;
 /// "float32", "bfloat16", ... ; "invalid" for an out-of-range value.

@@ -88,9 +88,11 @@ bool copiesWithCpu(const std::string& provider) {
 // with the CPU (shm) get slower for host memory when opened with it; SHARC_NCCL_HMEM=1 asks
 // for it anyway (the tests use that to drive the registration path over shm).
 bool openWithHmem(const std::string& provider) {
-  const std::string& mode = core::Config::get().ncclHmem;
-  if (mode == "1") return true;
-  if (mode == "0") return false;
+  switch (core::Config::get().ncclHmem) {
+    case core::HmemMode::On: return true;
+    case core::HmemMode::Off: return false;
+    case core::HmemMode::Auto: break;
+  }
   return !copiesWithCpu(provider);
 }
 

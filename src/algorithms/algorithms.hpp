@@ -3,22 +3,10 @@
 
 #include <string>
 
+#include "core/algorithm.hpp"
 #include "schedule.hpp"
 
 namespace sharc::algo {
-
-enum class Algorithm {
-  Ring,               ///< bandwidth-optimal, pipelined in chunks
-  RecursiveDoubling,  ///< log steps, powers of two (recursive halving for ReduceScatter)
-  Bruck,              ///< log steps, any number of ranks
-  Direct,             ///< one step: every rank exchanges with every other at once
-  DirectRead,         ///< one host: every rank reads what it needs straight from its peers
-  DirectWrite,        ///< one host: every rank writes its block straight into its peers
-  BinomialTree,       ///< broadcast
-  Dissemination,      ///< barrier
-  Hierarchical,       ///< several nodes: across nodes per rail (proxies), then within each node
-};
-const char* algorithmName(Algorithm a);
 
 /// Buffers and sizes of one call (count is per rank for AllGather/ReduceScatter).
 struct CollArgs {

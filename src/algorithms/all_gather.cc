@@ -7,21 +7,6 @@
 
 namespace sharc::algo {
 
-const char* algorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::Ring: return "ring";
-    case Algorithm::RecursiveDoubling: return "recursive_doubling";
-    case Algorithm::Bruck: return "bruck";
-    case Algorithm::Direct: return "direct";
-    case Algorithm::DirectRead: return "direct_read";
-    case Algorithm::DirectWrite: return "direct_write";
-    case Algorithm::BinomialTree: return "binomial_tree";
-    case Algorithm::Dissemination: return "dissemination";
-    case Algorithm::Hierarchical: return "hierarchical";
-  }
-  return "unknown";
-}
-
 size_t chunksFor(size_t blockBytes, size_t chunkBytes, size_t steps) {
   size_t chunks = chunkBytes == 0 ? 1 : (blockBytes + chunkBytes - 1) / chunkBytes;
   const size_t maxChunks = std::max<size_t>(1, tag::kMaxSlots / std::max<size_t>(1, steps));

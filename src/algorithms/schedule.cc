@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/collective.hpp"
 #include "core/copy.hpp"
 #include "core/log.hpp"
 #include "core/reduce.hpp"
@@ -16,19 +17,6 @@ bool overlapping(const void* a, const void* b, size_t n) {
   return x < y + n && y < x + n;
 }
 }  // namespace
-
-const char* collKindName(CollKind kind) {
-  switch (kind) {
-    case CollKind::AllGather: return "AllGather";
-    case CollKind::ReduceScatter: return "ReduceScatter";
-    case CollKind::AllReduce: return "AllReduce";
-    case CollKind::Broadcast: return "Broadcast";
-    case CollKind::Barrier: return "Barrier";
-    case CollKind::Split: return "Split";
-    case CollKind::PointToPoint: return "SendRecv";
-  }
-  return "unknown collective";
-}
 
 ScratchPool::Buffer ScratchPool::acquire(size_t bytes) {
   // Best fit among the free buffers, else a new one.
@@ -67,14 +55,14 @@ Schedule::~Schedule() {
 
 std::string Schedule::describe() const {
   std::ostringstream os;
-  if (ctx_.kind == CollKind::PointToPoint) {
+  if (ctx_.kind == CollectiveKind::PointToPoint) {
     os << "rank " << ctx_.rank << ": send/recv(" << ops_.size() << " operations, " << ctx_.count
        << " bytes)";
     return os.str();
   }
-  os << "rank " << ctx_.rank << ": " << collKindName(ctx_.kind) << " #" << ctx_.seq
+  os << "rank " << ctx_.rank << ": " << core::collectiveName(ctx_.kind) << " #" << ctx_.seq
      << " (count=" << ctx_.count << ", " << dataTypeName(ctx_.type);
-  if (ctx_.kind == CollKind::ReduceScatter || ctx_.kind == CollKind::AllReduce)
+  if (ctx_.kind == CollectiveKind::ReduceScatter || ctx_.kind == CollectiveKind::AllReduce)
     os << ", " << redOpName(ctx_.op);
   if (!ctx_.algorithm.empty()) os << ", " << ctx_.algorithm;
   os << ")";
@@ -424,9 +412,10 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
     if (sig != expected) {
       std::ostringstream os;
       os << describe() << ": mismatched call: peer " << op.peer << " called "
-         << collKindName(tag::sigKind(sig)) << " #" << ctx_.seq << " ("
+         << core::collectiveName(tag::sigKind(sig)) << " #" << ctx_.seq << " ("
          << dataTypeName(tag::sigType(sig));
-      if (tag::sigKind(sig) == CollKind::ReduceScatter || tag::sigKind(sig) == CollKind::AllReduce)
+      if (tag::sigKind(sig) == CollectiveKind::ReduceScatter ||
+          tag::sigKind(sig) == CollectiveKind::AllReduce)
         os << ", " << redOpName(tag::sigOp(sig));
       os << ") while this rank expected the call above";
       fail(Result::InvalidUsage, os.str());

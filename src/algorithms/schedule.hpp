@@ -85,7 +85,7 @@ struct ScheduleContext {
   uint32_t commId = 0;
   /// The call's sequence number on its communicator (1-based; the tag carries its low bits).
   uint64_t seq = 0;
-  CollKind kind = CollKind::Barrier;
+  CollectiveKind kind = CollectiveKind::Barrier;
   DataType type = DataType::Uint8;
   RedOp op = RedOp::Sum;
   size_t count = 0;

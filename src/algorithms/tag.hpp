@@ -15,17 +15,6 @@
 
 namespace sharc::algo {
 
-enum class CollKind : uint8_t {
-  AllGather = 1,
-  ReduceScatter = 2,
-  AllReduce = 3,
-  Broadcast = 4,
-  Barrier = 5,
-  Split = 6,
-  PointToPoint = 7,
-};
-const char* collKindName(CollKind kind);
-
 namespace tag {
 inline constexpr int kCommBits = 12, kRankBits = 16, kSeqBits = 12, kSigBits = 10, kSlotBits = 14;
 inline constexpr int kSlotShift = 0, kSigShift = 14, kSeqShift = 24, kRankShift = 36,
@@ -43,12 +32,12 @@ inline constexpr uint32_t kMaxSlots = 0x2000;
 inline constexpr uint32_t kP2PSlotBase = kMaxSlots;
 inline constexpr uint32_t kP2PTags = kControlSlot - kP2PSlotBase;
 
-inline uint32_t signature(CollKind kind, DataType type, RedOp op) {
+inline uint32_t signature(CollectiveKind kind, DataType type, RedOp op) {
   return (static_cast<uint32_t>(kind) & 7u) << 7 | (static_cast<uint32_t>(type) & 15u) << 3 |
          (static_cast<uint32_t>(op) & 7u);
 }
-inline CollKind sigKind(uint32_t sig) {
-  return static_cast<CollKind>((sig >> 7) & 7u);
+inline CollectiveKind sigKind(uint32_t sig) {
+  return static_cast<CollectiveKind>((sig >> 7) & 7u);
 }
 inline DataType sigType(uint32_t sig) {
   return static_cast<DataType>((sig >> 3) & 15u);

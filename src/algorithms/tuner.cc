@@ -123,8 +123,8 @@ bool unchunked(Algorithm a) {
 
 // Bytes the whole call moves in one message for the unchunked algorithms.
 size_t wholeMessage(const CallShape& s) {
-  return s.kind == CollKind::AllReduce ? s.bytesPerRank
-                                       : s.bytesPerRank * static_cast<size_t>(s.nranks);
+  return s.kind == CollectiveKind::AllReduce ? s.bytesPerRank
+                                             : s.bytesPerRank * static_cast<size_t>(s.nranks);
 }
 
 // The ring's n-1 steps are alike (every rank to r+1): costed once, so that the model stays
@@ -289,17 +289,17 @@ Algorithm runsAs(const CallShape& s, Algorithm a) {
   const bool pow2 = isPowerOfTwo(s.nranks);
   const bool single = s.locality == Locality::OneHostSingleCopy;
   switch (s.kind) {
-    case CollKind::AllGather:
+    case CollectiveKind::AllGather:
       if (a == Algorithm::RecursiveDoubling && !pow2) return Algorithm::Bruck;
       if ((a == Algorithm::DirectRead || a == Algorithm::DirectWrite) && !single)
         return Algorithm::Direct;
       return a == Algorithm::DirectRead ? Algorithm::DirectWrite : a;
-    case CollKind::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       if (a == Algorithm::RecursiveDoubling && !pow2) return Algorithm::Bruck;
       if (a == Algorithm::Direct || a == Algorithm::DirectWrite) return Algorithm::Ring;
       if (a == Algorithm::DirectRead && !single) return Algorithm::Ring;
       return a;
-    case CollKind::AllReduce:
+    case CollectiveKind::AllReduce:
       if (a == Algorithm::Bruck) return Algorithm::RecursiveDoubling;
       if (a == Algorithm::Direct || a == Algorithm::DirectWrite) return Algorithm::Ring;
       if (a == Algorithm::DirectRead && !single) return Algorithm::Ring;
@@ -367,20 +367,20 @@ std::vector<Algorithm> candidates(const CallShape& s) {
     out.push_back(Algorithm::Ring);
   };
   switch (s.kind) {
-    case CollKind::AllGather:
+    case CollectiveKind::AllGather:
       logStep(true);
       if (oneHost) out.push_back(Algorithm::Direct);
       if (single) out.push_back(Algorithm::DirectWrite);
       break;
-    case CollKind::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       logStep(true);
       if (single) out.push_back(Algorithm::DirectRead);
       break;
-    case CollKind::AllReduce:
+    case CollectiveKind::AllReduce:
       logStep(false);
       if (single) out.push_back(Algorithm::DirectRead);
       break;
-    case CollKind::Broadcast: return {Algorithm::BinomialTree};
+    case CollectiveKind::Broadcast: return {Algorithm::BinomialTree};
     default: return {Algorithm::Dissemination};
   }
   if (hier) out.push_back(Algorithm::Hierarchical);
@@ -395,11 +395,12 @@ std::vector<Algorithm> candidates(const CallShape& s) {
 // from the input, so by DMA it overlaps their wire. On a CPU transport the thread that copies
 // is the one that moves the messages, so it adds there too (the replay: a 2-rank ring
 // AllGather of 1 MiB waits 64 us, 512 KiB at 8 GB/s, for it).
-void startCopy(const Model& md, Cost& k, CollKind kind, Algorithm a, double x) {
+void startCopy(const Model& md, Cost& k, CollectiveKind kind, Algorithm a, double x) {
   const bool logStep = a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
   const bool beside = a == Algorithm::Ring || a == Algorithm::Direct;
-  const bool gather = kind == CollKind::AllGather && (logStep || (beside && !md.dmaTransfers()));
-  const bool doubling = kind == CollKind::AllReduce && a == Algorithm::RecursiveDoubling;
+  const bool gather =
+      kind == CollectiveKind::AllGather && (logStep || (beside && !md.dmaTransfers()));
+  const bool doubling = kind == CollectiveKind::AllReduce && a == Algorithm::RecursiveDoubling;
   if (gather || doubling) md.copy(k, x);
 }
 
@@ -409,10 +410,10 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
   Cost k;
   const double x = static_cast<double>(shape.bytesPerRank);
   if (md.n() > 1) switch (shape.kind) {
-      case CollKind::AllGather: allGather(md, k, a, x); break;
-      case CollKind::ReduceScatter: reduceScatter(md, k, a, x); break;
-      case CollKind::AllReduce: allReduce(md, k, a, x); break;
-      case CollKind::Broadcast:  // binomial tree: partner r^d where it exists
+      case CollectiveKind::AllGather: allGather(md, k, a, x); break;
+      case CollectiveKind::ReduceScatter: reduceScatter(md, k, a, x); break;
+      case CollectiveKind::AllReduce: allReduce(md, k, a, x); break;
+      case CollectiveKind::Broadcast:  // binomial tree: partner r^d where it exists
         for (int d = 1; d < md.n(); d <<= 1)
           md.step(
               k, [d, &md](int r) { return (r ^ d) < md.n() ? r ^ d : r; }, x, false, true);
@@ -452,9 +453,9 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
 Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   std::optional<Algorithm> forced;
   switch (shape.kind) {
-    case CollKind::AllGather: forced = shape.override.allGather; break;
-    case CollKind::ReduceScatter: forced = shape.override.reduceScatter; break;
-    case CollKind::AllReduce: forced = shape.override.allReduce; break;
+    case CollectiveKind::AllGather: forced = shape.override.allGather; break;
+    case CollectiveKind::ReduceScatter: forced = shape.override.reduceScatter; break;
+    case CollectiveKind::AllReduce: forced = shape.override.allReduce; break;
     default: break;
   }
   // Log-step algorithms send whole (multi-)blocks in one message: past the provider's

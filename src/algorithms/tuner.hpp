@@ -13,11 +13,17 @@
 #include "algorithms.hpp"
 #include "core/config.hpp"
 #include "node_map.hpp"
-#include "selector.hpp"
 #include "tag.hpp"
 #include "transport/stripe_rule.hpp"
 
 namespace sharc::algo {
+
+/// Where the ranks of a communicator are.
+enum class Locality {
+  Network,           ///< some ranks on other hosts
+  OneHost,           ///< all on this host (shared-memory provider)
+  OneHostSingleCopy  ///< all on this host and able to read each other's memory (CMA)
+};
 
 /// Latency and bandwidth of one class of link.
 struct LinkParams {
@@ -128,7 +134,7 @@ inline double railScale(const TunerParams& p, double bytes) {
 
 /// Everything about a call the cost model looks at. Every rank derives the same shape.
 struct CallShape {
-  CollKind kind = CollKind::AllGather;
+  CollectiveKind kind = CollectiveKind::AllGather;
   size_t bytesPerRank = 0;  ///< count * element size (the whole vector for AllReduce)
   int nranks = 1;
   Locality locality = Locality::Network;

@@ -82,7 +82,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                 "rank " + std::to_string(rank) + ": init: " + std::to_string(size) +
                     " ranks exceed the limit of " + std::to_string(algo::tag::kMaxRanks));
   const auto timeout = options.timeout.count() > 0 ? options.timeout : config.timeout;
-  const auto algos = algo::AlgorithmOverride::parse(config.algorithm);
+  const auto& algos = config.algorithms;
   // SHARC_FAULT (fault injection, off by default): parsed before any traffic, so that a
   // malformed plan fails every rank at once.
   core::FaultPlan* const faults = config.fault.empty() ? nullptr : core::FaultPlan::active();
@@ -228,8 +228,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   engine->sharedMemory = shm;
   // One tcp connection carrying bulk data both ways got about half the link rate on the
   // emulated cluster: over tcp the hierarchical collectives pair ranks one way only.
-  engine->hierRotate = config.hierProxy == "rotated" ||
-                       (config.hierProxy == "auto" && provider.rfind("tcp", 0) == 0);
+  engine->hierRotate = config.hierProxy == core::HierProxy::Rotated ||
+                       (config.hierProxy == core::HierProxy::Auto && provider.rfind("tcp", 0) == 0);
   engine->locality = !allLocal    ? algo::Locality::Network
                      : singleCopy ? algo::Locality::OneHostSingleCopy
                                   : algo::Locality::OneHost;
@@ -329,23 +329,21 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   return impl_->split(color, key);
 }
 
-using algo::CollKind;
-
 Request Communicator::iallGather(const void* s, void* r, size_t count, DataType type) {
-  return impl_->start(CollKind::AllGather, s, r, count, type, RedOp::Sum, 0);
+  return impl_->start(CollectiveKind::AllGather, s, r, count, type, RedOp::Sum, 0);
 }
 Request Communicator::ireduceScatter(const void* s, void* r, size_t count, DataType type,
                                      RedOp op) {
-  return impl_->start(CollKind::ReduceScatter, s, r, count, type, op, 0);
+  return impl_->start(CollectiveKind::ReduceScatter, s, r, count, type, op, 0);
 }
 Request Communicator::iallReduce(const void* s, void* r, size_t count, DataType type, RedOp op) {
-  return impl_->start(CollKind::AllReduce, s, r, count, type, op, 0);
+  return impl_->start(CollectiveKind::AllReduce, s, r, count, type, op, 0);
 }
 Request Communicator::ibroadcast(const void* s, void* r, size_t count, DataType type, int root) {
-  return impl_->start(CollKind::Broadcast, s, r, count, type, RedOp::Sum, root);
+  return impl_->start(CollectiveKind::Broadcast, s, r, count, type, RedOp::Sum, root);
 }
 Request Communicator::ibarrier() {
-  return impl_->start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
+  return impl_->start(CollectiveKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
 }
 
 void Communicator::allGather(const void* s, void* r, size_t count, DataType type) {

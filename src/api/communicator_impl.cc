@@ -8,6 +8,7 @@
 #include <sharc/cuda.hpp>
 
 #include "algorithms/algorithms.hpp"
+#include "core/collective.hpp"
 #include "core/config.hpp"
 #include "core/fault_plan.hpp"
 #include "core/log.hpp"
@@ -15,15 +16,14 @@
 namespace sharc::detail {
 namespace {
 
-using algo::CollKind;
-
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
   return an > 0 && bn > 0 && x < y + bn && y < x + an;
 }
 
-[[noreturn]] void invalid(Result code, int rank, CollKind kind, const std::string& what) {
-  throw Error(code, "rank " + std::to_string(rank) + ": " + algo::collKindName(kind) + ": " + what);
+[[noreturn]] void invalid(Result code, int rank, CollectiveKind kind, const std::string& what) {
+  throw Error(code,
+              "rank " + std::to_string(rank) + ": " + core::collectiveName(kind) + ": " + what);
 }
 
 // The tuner's parameters: built-in defaults overlaid with SHARC_TUNER_FILE, read once.
@@ -38,7 +38,7 @@ std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
 }
 
-algo::CallShape CommunicatorImpl::shapeOf(CollKind kind, size_t count, DataType type) const {
+algo::CallShape CommunicatorImpl::shapeOf(CollectiveKind kind, size_t count, DataType type) const {
   const CommState& c = *state_;
   const core::Config& config = core::Config::get();
   algo::CallShape shape;
@@ -54,13 +54,13 @@ algo::CallShape CommunicatorImpl::shapeOf(CollKind kind, size_t count, DataType 
   return shape;
 }
 
-CommState::StaticPlan CommunicatorImpl::staticPlan(CollKind kind, size_t count, DataType type,
+CommState::StaticPlan CommunicatorImpl::staticPlan(CollectiveKind kind, size_t count, DataType type,
                                                    bool withBreakdown) const {
   const algo::CallShape shape = shapeOf(kind, count, type);
   const algo::AlgorithmOverride& o = state_->algos;
-  const bool forced = (kind == CollKind::AllGather && o.allGather) ||
-                      (kind == CollKind::ReduceScatter && o.reduceScatter) ||
-                      (kind == CollKind::AllReduce && o.allReduce);
+  const bool forced = (kind == CollectiveKind::AllGather && o.allGather) ||
+                      (kind == CollectiveKind::ReduceScatter && o.reduceScatter) ||
+                      (kind == CollectiveKind::AllReduce && o.allReduce);
   CommState::StaticPlan out{algo::plan(shape, tunerParams(), withBreakdown), forced};
   LearnedPlan chosen;
   if (!forced && state_->size > 1 && fileChoice(shape, state_->nodes.nodes(), chosen)) {
@@ -75,7 +75,7 @@ CommState::StaticPlan CommunicatorImpl::staticPlan(CollKind kind, size_t count, 
   return out;
 }
 
-algo::Plan CommunicatorImpl::plan(CollKind kind, size_t count, DataType type,
+algo::Plan CommunicatorImpl::plan(CollectiveKind kind, size_t count, DataType type,
                                   bool withBreakdown) const {
   const CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
   if (s.fixed) return s.plan;
@@ -124,7 +124,7 @@ void CommunicatorImpl::agreeIfDue(uint64_t planKey) {
     c.internalCall = "tuner";
     Request req;
     try {
-      req = start(CollKind::AllReduce, agreement->mine.data(), agreement->all.data(),
+      req = start(CollectiveKind::AllReduce, agreement->mine.data(), agreement->all.data(),
                   agreement->mine.size(), DataType::Float64, RedOp::Max, 0);
     } catch (...) {
       c.internalCall = "";
@@ -136,7 +136,7 @@ void CommunicatorImpl::agreeIfDue(uint64_t planKey) {
   }
 }
 
-void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, size_t count,
+void CommunicatorImpl::validate(CollectiveKind kind, const void* send, void* recv, size_t count,
                                 DataType type, RedOp op, int root) const {
   const int r = state_->rank, n = state_->size;
   if (destroyed_) invalid(Result::InvalidUsage, r, kind, "communicator used after destroy");
@@ -144,15 +144,15 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
     invalid(Result::InvalidArgument, r, kind,
             "unknown data type " + std::to_string(static_cast<int>(type)) + " (expected 0.." +
                 std::to_string(kNumDataTypes - 1) + ")");
-  if ((kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) && !isValid(op))
+  if ((kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce) && !isValid(op))
     invalid(Result::InvalidArgument, r, kind,
             "unknown reduction op " + std::to_string(static_cast<int>(op)) + " (expected 0.." +
                 std::to_string(kNumRedOps - 1) + ")");
-  if (kind == CollKind::Broadcast && (root < 0 || root >= n))
+  if (kind == CollectiveKind::Broadcast && (root < 0 || root >= n))
     invalid(Result::InvalidArgument, r, kind,
             "root " + std::to_string(root) + " out of range (expected 0.." + std::to_string(n - 1) +
                 ")");
-  if (kind == CollKind::Barrier) return;
+  if (kind == CollectiveKind::Barrier) return;
   const size_t elem = dataTypeSize(type);
   const size_t maxCount = std::numeric_limits<size_t>::max() / elem / static_cast<size_t>(n);
   if (count > maxCount)
@@ -161,7 +161,7 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
                 " elements of " + dataTypeName(type) + " per rank for " + std::to_string(n) +
                 " ranks)");
   if (count == 0) return;
-  const bool needSend = kind != CollKind::Broadcast || r == root;
+  const bool needSend = kind != CollectiveKind::Broadcast || r == root;
   if (needSend && send == nullptr)
     invalid(Result::InvalidArgument, r, kind,
             "sendbuff is null with count " + std::to_string(count));
@@ -171,10 +171,10 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
   const size_t bytes = count * elem;
   size_t sendBytes = bytes, recvBytes = bytes;
   const void* inPlaceSend = recv;  // where sendbuff must point for the in-place form
-  if (kind == CollKind::AllGather) {
+  if (kind == CollectiveKind::AllGather) {
     recvBytes = bytes * n;
     inPlaceSend = static_cast<const std::byte*>(recv) + bytes * r;
-  } else if (kind == CollKind::ReduceScatter) {
+  } else if (kind == CollectiveKind::ReduceScatter) {
     sendBytes = bytes * n;
     inPlaceSend = static_cast<const std::byte*>(recv) - bytes * r;
   }
@@ -182,18 +182,18 @@ void CommunicatorImpl::validate(CollKind kind, const void* send, void* recv, siz
     invalid(Result::InvalidArgument, r, kind,
             "sendbuff and recvbuff overlap but are not the in-place form (expected sendbuff == "
             "recvbuff" +
-                std::string(kind == CollKind::AllGather       ? " + rank*count"
-                            : kind == CollKind::ReduceScatter ? " - rank*count"
-                                                              : "") +
+                std::string(kind == CollectiveKind::AllGather       ? " + rank*count"
+                            : kind == CollectiveKind::ReduceScatter ? " - rank*count"
+                                                                    : "") +
                 " elements, or disjoint buffers)");
 }
 
-Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, size_t count,
+Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* recv, size_t count,
                                 DataType type, RedOp op, int root) {
   validate(kind, send, recv, count, type, op, root);
   // The host forms read and write with the CPU: device memory would crash them.
   if (count > 0 && cudaAvailable()) {
-    const bool readsSend = kind != CollKind::Broadcast || root == state_->rank;
+    const bool readsSend = kind != CollectiveKind::Broadcast || root == state_->rank;
     for (const auto& [p, name] :
          {std::pair<const void*, const char*>{readsSend ? send : nullptr, "sendbuff"},
           {recv, "recvbuff"}})
@@ -208,9 +208,10 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   // Training loops repeat the same few shapes: plans are kept per (collective, bytes).
   const uint64_t planKey = uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * elem);
   // The learning tuner's shapes: the collectives the user calls (not sharc's own calls).
-  const bool learnable = *c.internalCall == '\0' && c.size > 1 && count > 0 &&
-                         (kind == CollKind::AllGather || kind == CollKind::ReduceScatter ||
-                          kind == CollKind::AllReduce);
+  const bool learnable =
+      *c.internalCall == '\0' && c.size > 1 && count > 0 &&
+      (kind == CollectiveKind::AllGather || kind == CollectiveKind::ReduceScatter ||
+       kind == CollectiveKind::AllReduce);
   if (learnable) agreeIfDue(planKey);
   Engine& engine = *c.engine;
   std::lock_guard<std::mutex> lock(engine.mu);
@@ -218,7 +219,9 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
 
   algo::ScheduleContext ctx = baseContext(
       kind, type,
-      (kind == CollKind::ReduceScatter || kind == CollKind::AllReduce) ? op : RedOp::Sum, count);
+      (kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce) ? op
+                                                                                   : RedOp::Sum,
+      count);
   ctx.seq = ++c.calls;
   if (core::FaultPlan* faults = core::FaultPlan::active())  // SHARC_FAULT: faults to inject
     faults->atCall(c.id, static_cast<int>(c.peers[static_cast<size_t>(c.rank)]), ctx.seq);
@@ -245,7 +248,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
     std::string breakdown;
     algo::predictUs(shapeOf(kind, count, type), algorithm, plan.chunkBytes, tunerParams(),
                     &breakdown);
-    SHARC_INFO("rank " << c.rank << ": " << algo::collKindName(kind) << " of " << count * elem
+    SHARC_INFO("rank " << c.rank << ": " << core::collectiveName(kind) << " of " << count * elem
                        << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
                        << ", chunk " << plan.chunkBytes << " (" << breakdown << ")");
   }
@@ -258,10 +261,10 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   args.root = root;
   args.chunkBytes = plan.chunkBytes;
   switch (kind) {
-    case CollKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
-    case CollKind::ReduceScatter: algo::buildReduceScatter(*schedule, algorithm, args); break;
-    case CollKind::AllReduce: algo::buildAllReduce(*schedule, algorithm, args); break;
-    case CollKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
+    case CollectiveKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
+    case CollectiveKind::ReduceScatter: algo::buildReduceScatter(*schedule, algorithm, args); break;
+    case CollectiveKind::AllReduce: algo::buildAllReduce(*schedule, algorithm, args); break;
+    case CollectiveKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
     default: algo::buildBarrier(*schedule); break;
   }
   SHARC_TRACE(schedule->describe() << ": " << schedule->opCount() << " operations");
@@ -270,9 +273,9 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   e.seq = schedule->context().seq;
   e.kind = kind;
   e.type = type;
-  e.hasOp = kind == CollKind::ReduceScatter || kind == CollKind::AllReduce;
+  e.hasOp = kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce;
   e.op = e.hasOp ? op : RedOp::Sum;
-  e.root = kind == CollKind::Broadcast ? root : -1;
+  e.root = kind == CollectiveKind::Broadcast ? root : -1;
   e.count = count;
   e.algorithm = algo::algorithmName(algorithm);
   e.chunkBytes = plan.chunkBytes;
@@ -286,7 +289,7 @@ Request CommunicatorImpl::start(CollKind kind, const void* send, void* recv, siz
   return request;
 }
 
-algo::ScheduleContext CommunicatorImpl::baseContext(CollKind kind, DataType type, RedOp op,
+algo::ScheduleContext CommunicatorImpl::baseContext(CollectiveKind kind, DataType type, RedOp op,
                                                     size_t count) {
   CommState& c = *state_;
   Engine& engine = *c.engine;
@@ -338,8 +341,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
   c.internalCall = "split";
   Request req;
   try {
-    req = start(CollKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8, RedOp::Sum,
-                0);
+    req = start(CollectiveKind::AllGather, &mine, all.data(), sizeof(Record), DataType::Uint8,
+                RedOp::Sum, 0);
   } catch (...) {
     c.internalCall = "";
     throw;
@@ -420,7 +423,8 @@ void CommunicatorImpl::destroy(std::chrono::milliseconds closingWait) noexcept {
   if (!aborted && c.size > 1) {
     try {
       c.internalCall = "destroy";
-      Request req = start(CollKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
+      Request req =
+          start(CollectiveKind::Barrier, nullptr, nullptr, 0, DataType::Uint8, RedOp::Sum, 0);
       c.internalCall = "";
       waitRequest(*req.state_, std::min<std::chrono::milliseconds>(c.timeout.load(), closingWait));
     } catch (const std::exception& e) {
@@ -516,10 +520,12 @@ Result CommunicatorImpl::failure(std::string* message) const {
 namespace sharc {
 
 CallPlan Communicator::plan(CollectiveKind kind, size_t count, DataType type) const {
-  const algo::CollKind k = kind == CollectiveKind::AllGather       ? algo::CollKind::AllGather
-                           : kind == CollectiveKind::ReduceScatter ? algo::CollKind::ReduceScatter
-                                                                   : algo::CollKind::AllReduce;
-  const algo::Plan p = impl_->plan(k, count, type);
+  if (kind != CollectiveKind::AllGather && kind != CollectiveKind::ReduceScatter &&
+      kind != CollectiveKind::AllReduce)
+    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank()) + ": plan: collective " +
+                                             core::collectiveName(kind) +
+                                             ": expected AllGather, ReduceScatter or AllReduce");
+  const algo::Plan p = impl_->plan(kind, count, type);
   return {algo::algorithmName(p.algorithm), p.chunkBytes, p.predictedUs, p.breakdown};
 }
 

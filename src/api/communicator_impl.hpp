@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "algorithms/schedule.hpp"
-#include "algorithms/selector.hpp"
 #include "algorithms/tuner.hpp"
 #include "flight_recorder.hpp"
 #include "learned_tuner.hpp"
@@ -146,7 +145,8 @@ class CommState final : public transport::TransferOwner {
   std::vector<std::weak_ptr<CommState>> children;
   bool userAborted = false;  ///< failed through Communicator::abort
   bool dumped = false;       ///< its failure has been written to SHARC_TRACE_DIR
-  std::array<int, 8> lastAlgorithm{-1, -1, -1, -1, -1, -1, -1, -1};  ///< per CollKind, for logs
+  std::array<int, 8> lastAlgorithm{-1, -1, -1, -1,
+                                   -1, -1, -1, -1};  ///< per CollectiveKind, for logs
   /// A plan that needs no measurement: SHARC_ALGO's, the SHARC_TUNER_FILE choice or the
   /// model's.
   struct StaticPlan {
@@ -245,11 +245,11 @@ class CommunicatorImpl {
   std::string provider() const;
 
   /// Validates, builds the schedule of `kind` and starts it.
-  Request start(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+  Request start(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root);
   /// The plan a call of `kind` with `count` elements of `type` gets now: SHARC_ALGO, else
   /// the SHARC_TUNER_FILE choice, else the learned one once settled, else the model's.
-  algo::Plan plan(algo::CollKind kind, size_t count, DataType type,
+  algo::Plan plan(CollectiveKind kind, size_t count, DataType type,
                   bool withBreakdown = true) const;
   std::shared_ptr<Communicator> split(int color, int key);
   /// Members-only creation over the same endpoint (point_to_point.cc has the rest).
@@ -259,7 +259,7 @@ class CommunicatorImpl {
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
   /// Validates and queues a stream-ordered call (stream_calls.cc).
-  void startStream(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+  void startStream(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                    RedOp op, int root, CudaStream stream);
   Result streamAsyncError(std::string* message) const;
   void synchronizeStreamCalls(std::chrono::milliseconds timeout);
@@ -276,18 +276,18 @@ class CommunicatorImpl {
   CommState& state() { return *state_; }
 
  private:
-  void validate(algo::CollKind kind, const void* send, void* recv, size_t count, DataType type,
+  void validate(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root) const;
   // What the cost model sees of a call here.
-  algo::CallShape shapeOf(algo::CollKind kind, size_t count, DataType type) const;
+  algo::CallShape shapeOf(CollectiveKind kind, size_t count, DataType type) const;
   // SHARC_ALGO's plan, else the SHARC_TUNER_FILE choice, else the model's.
-  CommState::StaticPlan staticPlan(algo::CollKind kind, size_t count, DataType type,
+  CommState::StaticPlan staticPlan(CollectiveKind kind, size_t count, DataType type,
                                    bool withBreakdown) const;
   // The learning tuner's agreement on a shape: issues it (an internal AllReduce) at the call
   // after its exploration, and decides at the next call (learned_tuner.hpp).
   void agreeIfDue(uint64_t planKey);
   // Fills what every schedule of this communicator shares (engine lock held).
-  algo::ScheduleContext baseContext(algo::CollKind kind, DataType type, RedOp op, size_t count);
+  algo::ScheduleContext baseContext(CollectiveKind kind, DataType type, RedOp op, size_t count);
   // Registers a built schedule and posts what it can (engine lock held).
   Request launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId);
   // Lets queued stream-ordered calls finish and stops their worker (stream_calls.cc).

@@ -141,7 +141,7 @@ RequestState* Engine::activeRequest(const CommState* comm, uint64_t traceId) con
 RequestState* Engine::activeCall(const CommState* comm, uint64_t seq) const {
   for (const auto& r : active_)
     if (r->comm.get() == comm && r->schedule->context().seq == seq &&
-        r->schedule->context().kind != algo::CollKind::PointToPoint)
+        r->schedule->context().kind != CollectiveKind::PointToPoint)
       return r.get();
   return nullptr;
 }

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 
+#include "core/collective.hpp"
+
 namespace sharc::detail {
 
 const char* traceStateName(TraceState s) {
@@ -111,7 +113,7 @@ void appendEntryJson(std::string& out, const TraceEntry& e, const TraceProgress*
   out += '{';
   num("seq", e.seq);
   num("p2p_seq", e.p2pSeq);
-  str("collective", algo::collKindName(e.kind));
+  str("collective", core::collectiveName(e.kind));
   str("internal", e.internal);
   str("dtype", dataTypeName(e.type));
   num("count", e.count);

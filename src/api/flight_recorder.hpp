@@ -30,7 +30,7 @@ struct TraceEntry {
   uint64_t id = 0;      ///< record number on this communicator (1-based); 0: empty slot
   uint64_t seq = 0;     ///< collective sequence number (0 for point-to-point groups)
   uint64_t p2pSeq = 0;  ///< point-to-point group number (0 for collectives)
-  algo::CollKind kind = algo::CollKind::Barrier;
+  CollectiveKind kind = CollectiveKind::Barrier;
   DataType type = DataType::Uint8;
   RedOp op = RedOp::Sum;
   bool hasOp = false;  ///< the call reduces (op is meaningful)

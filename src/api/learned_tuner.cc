@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "communicator_impl.hpp"
+#include "core/collective.hpp"
 #include "core/log.hpp"
 
 namespace sharc::detail {
@@ -75,14 +76,6 @@ std::string planLabel(const LearnedPlan& p) {
   return std::string(algo::algorithmName(p.algorithm)) + "/" + fmtBytes(p.chunkBytes);
 }
 
-const char* choiceCollective(algo::CollKind kind) {
-  switch (kind) {
-    case algo::CollKind::AllGather: return "allgather";
-    case algo::CollKind::ReduceScatter: return "reducescatter";
-    default: return "allreduce";
-  }
-}
-
 std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& shape,
                                                       const algo::TunerParams& params,
                                                       const LearnedPlan& incumbent) {
@@ -91,7 +84,7 @@ std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& sha
     double us;
   };
   const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
-  const size_t block = shape.kind == algo::CollKind::AllReduce
+  const size_t block = shape.kind == CollectiveKind::AllReduce
                            ? shape.bytesPerRank / static_cast<size_t>(shape.nranks) + 1
                            : shape.bytesPerRank;
   const auto same = [block](const LearnedPlan& x, const LearnedPlan& y) {
@@ -244,7 +237,7 @@ std::string LearnedTuner::decide(uint64_t key) {
     if (reduced[i] < 0) reduced[i] = kMissing;  // no rank measured it
   const LearnedPlan incumbent = s.plans[s.incumbent];
   std::ostringstream log;
-  log << algo::collKindName(s.kind) << " of " << s.bytes << " bytes per rank: ";
+  log << core::collectiveName(s.kind) << " of " << s.bytes << " bytes per rank: ";
   size_t best = s.incumbent;
   if (reduced.size() != kVectorLength || reduced[0] != -reduced[1]) {
     log << "the ranks explored different plans; keeping " << planLabel(incumbent);
@@ -288,11 +281,11 @@ std::vector<core::TunerChoice> LearnedTuner::choices(int ranks, int nodes) const
   for (const auto& [key, s] : shapes_) {
     if (s.explorations == 0) continue;
     core::TunerChoice c;
-    c.collective = choiceCollective(s.kind);
+    c.collective = s.kind;
     c.bytes = s.bytes;
     c.ranks = ranks;
     c.nodes = nodes;
-    c.algorithm = algo::algorithmName(s.chosen.algorithm);
+    c.algorithm = s.chosen.algorithm;
     c.chunkBytes = s.chosen.chunkBytes;
     out.push_back(std::move(c));
   }
@@ -302,19 +295,19 @@ std::vector<core::TunerChoice> LearnedTuner::choices(int ranks, int nodes) const
 bool fileChoice(const algo::CallShape& shape, int nodes, LearnedPlan& plan) {
   const core::Config& config = core::Config::get();
   for (const core::TunerChoice& c : config.tunerChoices) {
-    if (c.collective != choiceCollective(shape.kind) || c.bytes != shape.bytesPerRank ||
-        c.ranks != shape.nranks || c.nodes != nodes)
+    if (c.collective != shape.kind || c.bytes != shape.bytesPerRank || c.ranks != shape.nranks ||
+        c.nodes != nodes)
       continue;
-    const auto a = algo::AlgorithmOverride::parse(c.algorithm).allGather;
     const auto options = algo::candidates(shape);
-    if (!a || std::find(options.begin(), options.end(), *a) == options.end()) {
-      SHARC_WARN("SHARC_TUNER_FILE '" << config.tunerFile << "': choice." << c.collective << "."
-                                      << c.bytes << "." << c.ranks << "." << c.nodes << " = "
-                                      << c.algorithm
+    if (std::find(options.begin(), options.end(), c.algorithm) == options.end()) {
+      SHARC_WARN("SHARC_TUNER_FILE '" << config.tunerFile << "': choice."
+                                      << core::collectiveKey(c.collective) << "." << c.bytes << "."
+                                      << c.ranks << "." << c.nodes << " = "
+                                      << algo::algorithmName(c.algorithm)
                                       << " cannot run here (not a candidate); using the model");
       return false;
     }
-    plan.algorithm = *a;
+    plan.algorithm = c.algorithm;
     const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
     plan.chunkBytes = std::min(shape.chunkBytesSet ? shape.chunkBytes : c.chunkBytes, cap);
     return true;
@@ -364,9 +357,11 @@ void saveChoices(const std::string& path, const std::vector<core::TunerChoice>& 
     params[key] = line.str();
   }
   for (const core::TunerChoice& c : choices) {
-    const std::string key = "choice." + c.collective + "." + std::to_string(c.bytes) + "." +
-                            std::to_string(c.ranks) + "." + std::to_string(c.nodes);
-    learned[key] = key + " = " + c.algorithm + " chunk=" + std::to_string(c.chunkBytes);
+    const std::string key = "choice." + core::collectiveKey(c.collective) + "." +
+                            std::to_string(c.bytes) + "." + std::to_string(c.ranks) + "." +
+                            std::to_string(c.nodes);
+    learned[key] =
+        key + " = " + algo::algorithmName(c.algorithm) + " chunk=" + std::to_string(c.chunkBytes);
   }
   std::string out =
       "# sharc tuner file (SHARC_TUNER_FILE): model parameters, then learned choices\n"

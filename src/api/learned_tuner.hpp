@@ -81,7 +81,7 @@ class LearnedTuner {
     size_t plan = 0;
   };
   struct Shape {
-    algo::CollKind kind = algo::CollKind::AllGather;
+    CollectiveKind kind = CollectiveKind::AllGather;
     uint64_t bytes = 0;
     uint64_t calls = 0;
     Phase phase = Phase::Counting;
@@ -116,8 +116,5 @@ bool fileChoice(const algo::CallShape& shape, int nodes, LearnedPlan& plan);
 /// the SHARC_TUNER_FILE parameters of this job, the choices already in the file, then ours.
 /// Throws sharc::Error(SystemError) naming the file when it cannot be written.
 void saveChoices(const std::string& path, const std::vector<core::TunerChoice>& choices);
-
-/// "allgather", "reducescatter", "allreduce" (the names of SHARC_ALGO's per-collective form).
-const char* choiceCollective(algo::CollKind kind);
 
 }  // namespace sharc::detail

@@ -14,8 +14,6 @@ namespace sharc {
 namespace detail {
 namespace {
 
-using algo::CollKind;
-
 [[noreturn]] void invalid(Result code, int rank, const std::string& call, const std::string& what) {
   throw Error(code, "rank " + std::to_string(rank) + ": " + call + ": " + what);
 }
@@ -76,7 +74,7 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
   std::lock_guard<std::mutex> lock(engine.mu);
   if (c.aborted) invalid(Result::RemoteError, c.rank, call, c.abortMessage);
   auto schedule = std::make_shared<algo::Schedule>(
-      baseContext(CollKind::PointToPoint, DataType::Uint8, RedOp::Sum, bytes));
+      baseContext(CollectiveKind::PointToPoint, DataType::Uint8, RedOp::Sum, bytes));
   for (const PointToPoint& p : ops) {
     const uint32_t slot = algo::tag::kP2PSlotBase + p.tag % algo::tag::kP2PTags;
     const uint64_t key = uint64_t{static_cast<uint32_t>(p.peer)} << 32 | slot;
@@ -88,7 +86,7 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
   SHARC_TRACE(schedule->describe());
   TraceEntry& e = c.recorder.add();
   e.p2pSeq = ++c.p2pGroups;
-  e.kind = CollKind::PointToPoint;
+  e.kind = CollectiveKind::PointToPoint;
   e.count = bytes;
   e.path = c.path;
   e.state = TraceState::Started;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "communicator_impl.hpp"
+#include "core/collective.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
 
@@ -91,8 +92,8 @@ ProbeCall ProbeCall::of(const TraceEntry& e) {
 
 std::string ProbeCall::describe() const {
   std::ostringstream os;
-  os << algo::collKindName(static_cast<algo::CollKind>(kind)) << " #" << seq << " (count=" << count
-     << ", " << dataTypeName(static_cast<DataType>(type));
+  os << core::collectiveName(static_cast<CollectiveKind>(kind)) << " #" << seq
+     << " (count=" << count << ", " << dataTypeName(static_cast<DataType>(type));
   if (hasOp) os << ", " << redOpName(static_cast<RedOp>(op));
   if (root >= 0) os << ", root " << root;
   os << ")";
@@ -120,7 +121,7 @@ void Engine::probeStalls() {
     RequestState& r = *rp;
     CommState& c = *r.comm;
     const auto& ctx = r.schedule->context();
-    if (c.aborted || c.size < 2 || ctx.kind == algo::CollKind::PointToPoint ||
+    if (c.aborted || c.size < 2 || ctx.kind == CollectiveKind::PointToPoint ||
         r.schedule->state() != algo::Schedule::State::Running || now - r.startedAt < threshold)
       continue;
     if (r.probedPeer >= 0 && now - r.probedAt >= threshold) {
@@ -220,8 +221,8 @@ void CommState::readReply(int peer, const std::string& body) {
     else if (a.currentWaitsOn >= 0 && a.current.seq == mine.seq)
       note << ", waiting on rank " << a.currentWaitsOn;
   } else {
-    note << "rank " << peer << " has not called " << algo::collKindName(e->kind) << " #" << mine.seq
-         << "; ";
+    note << "rank " << peer << " has not called " << core::collectiveName(e->kind) << " #"
+         << mine.seq << "; ";
     if (a.current.seq != 0)
       note << "it is in " << a.current.describe()
            << (a.currentWaitsOn >= 0 ? ", waiting on rank " + std::to_string(a.currentWaitsOn)

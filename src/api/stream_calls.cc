@@ -10,6 +10,7 @@
 #if SHARC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "core/collective.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/stream_executor.hpp"
 #else
@@ -24,11 +25,11 @@ namespace detail {
 CommunicatorImpl::CommunicatorImpl(std::shared_ptr<CommState> state) : state_(std::move(state)) {}
 CommunicatorImpl::~CommunicatorImpl() = default;
 
-void CommunicatorImpl::startStream(algo::CollKind kind, const void* send, void* recv, size_t count,
+void CommunicatorImpl::startStream(CollectiveKind kind, const void* send, void* recv, size_t count,
                                    DataType type, RedOp op, int root, CudaStream stream) {
   validate(kind, send, recv, count, type, op, root);
   const std::string call =
-      "rank " + std::to_string(state_->rank) + ": " + algo::collKindName(kind) + "(stream)";
+      "rank " + std::to_string(state_->rank) + ": " + core::collectiveName(kind) + "(stream)";
   std::string why;
   if (!cudaAvailable(&why))
     throw Error(Result::InvalidUsage,
@@ -36,10 +37,10 @@ void CommunicatorImpl::startStream(algo::CollKind kind, const void* send, void* 
 #if SHARC_HAVE_CUDA
   gpu::StreamCall c;
   switch (kind) {
-    case algo::CollKind::AllGather: c.kind = gpu::CallKind::AllGather; break;
-    case algo::CollKind::ReduceScatter: c.kind = gpu::CallKind::ReduceScatter; break;
-    case algo::CollKind::AllReduce: c.kind = gpu::CallKind::AllReduce; break;
-    case algo::CollKind::Broadcast: c.kind = gpu::CallKind::Broadcast; break;
+    case CollectiveKind::AllGather: c.kind = CollectiveKind::AllGather; break;
+    case CollectiveKind::ReduceScatter: c.kind = CollectiveKind::ReduceScatter; break;
+    case CollectiveKind::AllReduce: c.kind = CollectiveKind::AllReduce; break;
+    case CollectiveKind::Broadcast: c.kind = CollectiveKind::Broadcast; break;
     default: throw Error(Result::InternalError, call + ": no stream-ordered form");
   }
   c.send = send;
@@ -96,23 +97,21 @@ void CommunicatorImpl::stopStreamCalls() noexcept {
 
 }  // namespace detail
 
-using algo::CollKind;
-
 void Communicator::allGather(const void* s, void* r, size_t count, DataType type,
                              CudaStream stream) {
-  impl_->startStream(CollKind::AllGather, s, r, count, type, RedOp::Sum, 0, stream);
+  impl_->startStream(CollectiveKind::AllGather, s, r, count, type, RedOp::Sum, 0, stream);
 }
 void Communicator::reduceScatter(const void* s, void* r, size_t count, DataType type, RedOp op,
                                  CudaStream stream) {
-  impl_->startStream(CollKind::ReduceScatter, s, r, count, type, op, 0, stream);
+  impl_->startStream(CollectiveKind::ReduceScatter, s, r, count, type, op, 0, stream);
 }
 void Communicator::allReduce(const void* s, void* r, size_t count, DataType type, RedOp op,
                              CudaStream stream) {
-  impl_->startStream(CollKind::AllReduce, s, r, count, type, op, 0, stream);
+  impl_->startStream(CollectiveKind::AllReduce, s, r, count, type, op, 0, stream);
 }
 void Communicator::broadcast(const void* s, void* r, size_t count, DataType type, int root,
                              CudaStream stream) {
-  impl_->startStream(CollKind::Broadcast, s, r, count, type, RedOp::Sum, root, stream);
+  impl_->startStream(CollectiveKind::Broadcast, s, r, count, type, RedOp::Sum, root, stream);
 }
 Result Communicator::asyncError(std::string* message) const {
   return impl_->streamAsyncError(message);

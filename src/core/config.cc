@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "core/collective.hpp"
 #include "fault_plan.hpp"
 
 namespace sharc::core {
@@ -170,11 +171,7 @@ std::map<std::string, double> parseTunerText(const std::string& text, const std:
 std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::string& path) {
   static constexpr const char* kForm =
       "`choice.<allgather|reducescatter|allreduce>.<bytes>.<ranks>.<nodes> = <algorithm> "
-      "chunk=<bytes>` with algorithm one of ring, recursive_doubling, bruck, direct, "
-      "direct_read, direct_write, hierarchical";
-  static constexpr const char* kAlgorithms[] = {"ring",        "recursive_doubling", "bruck",
-                                                "direct",      "direct_read",        "direct_write",
-                                                "hierarchical"};
+      "chunk=<bytes>` with algorithm one of ";
   std::vector<TunerChoice> out;
   std::stringstream lines(text);
   std::string line;
@@ -184,9 +181,9 @@ std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::s
     if (eq == std::string::npos || !trim(body.substr(0, eq)).starts_with("choice.")) continue;
     const std::string key = trim(body.substr(0, eq)), value = trim(body.substr(eq + 1));
     const auto bad = [&] {
-      throw Error(Result::InvalidArgument, "SHARC_TUNER_FILE '" + path + "' line " +
-                                               std::to_string(number) + ": '" + body +
-                                               "' is malformed: expected " + kForm);
+      throw Error(Result::InvalidArgument,
+                  "SHARC_TUNER_FILE '" + path + "' line " + std::to_string(number) + ": '" + body +
+                      "' is malformed: expected " + kForm + algo::choosableAlgorithmList());
     };
     std::vector<std::string> parts;
     std::stringstream keyParts(key);
@@ -197,18 +194,20 @@ std::vector<TunerChoice> parseTunerChoices(const std::string& text, const std::s
         !parseUnsigned(parts[4], nodes) || ranks < 1 || ranks > (1u << 20) || nodes < 1 ||
         nodes > ranks)
       bad();
-    c.collective = parts[1];
-    if (c.collective != "allgather" && c.collective != "reducescatter" &&
-        c.collective != "allreduce")
+    const auto kind = parseCollective(parts[1]);
+    if (!kind || parts[1] != collectiveKey(*kind) ||
+        static_cast<int>(*kind) > static_cast<int>(CollectiveKind::AllReduce))
       bad();
+    c.collective = *kind;
     c.ranks = static_cast<int>(ranks);
     c.nodes = static_cast<int>(nodes);
     std::stringstream words(value);
     std::string chunk;
-    if (!(words >> c.algorithm >> chunk) || !chunk.starts_with("chunk=") || (words >> chunk)) bad();
-    if (std::none_of(std::begin(kAlgorithms), std::end(kAlgorithms),
-                     [&](const char* a) { return c.algorithm == a; }))
-      bad();
+    std::string algorithm;
+    if (!(words >> algorithm >> chunk) || !chunk.starts_with("chunk=") || (words >> chunk)) bad();
+    const auto a = algo::parseAlgorithm(algorithm);
+    if (!a) bad();
+    c.algorithm = *a;
     uint64_t chunkBytes = 0;
     if (!parseUnsigned(chunk.substr(6), chunkBytes) || chunkBytes < kMinChunkBytes ||
         chunkBytes > (uint64_t{1} << 40))
@@ -228,7 +227,7 @@ Config Config::load() {
   } else if (auto fi = envValue("FI_PROVIDER")) {
     config.provider = *fi;
   }
-  if (auto v = envValue("SHARC_ALGO")) config.algorithm = *v;
+  if (auto v = envValue("SHARC_ALGO")) config.algorithms = algo::AlgorithmOverride::parse(*v);
   if (auto v = envValue("SHARC_CHUNK_BYTES")) {
     config.chunkBytes = parseChunkBytes(*v);
     config.chunkBytesSet = true;
@@ -267,12 +266,14 @@ Config Config::load() {
   if (auto v = envValue("SHARC_CUDA_IPC")) config.cudaIpc = parseSwitch("SHARC_CUDA_IPC", *v);
   if (auto v = envValue("SHARC_NCCL_HMEM")) {
     if (*v != "auto" && *v != "0" && *v != "1") badValue("SHARC_NCCL_HMEM", *v, "auto, 0 or 1");
-    config.ncclHmem = *v;
+    config.ncclHmem = *v == "auto" ? HmemMode::Auto : *v == "1" ? HmemMode::On : HmemMode::Off;
   }
   if (auto v = envValue("SHARC_HIER_PROXY")) {
     if (*v != "auto" && *v != "rail" && *v != "rotated")
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");
-    config.hierProxy = *v;
+    config.hierProxy = *v == "auto"   ? HierProxy::Auto
+                       : *v == "rail" ? HierProxy::Rail
+                                      : HierProxy::Rotated;
   }
   if (auto v = envValue("SHARC_NICS")) {
     std::string item;

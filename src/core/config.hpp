@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/algorithm.hpp"
+
 namespace sharc::core {
 
 enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
@@ -19,12 +21,22 @@ inline constexpr size_t kMinChunkBytes = 4096;
 /// One learned choice of a SHARC_TUNER_FILE:
 /// `choice.<collective>.<bytes per rank>.<ranks>.<nodes> = <algorithm> chunk=<bytes>`.
 struct TunerChoice {
-  std::string collective;  ///< "allgather", "reducescatter" or "allreduce"
-  uint64_t bytes = 0;      ///< count * element size (per rank; the whole vector for AllReduce)
+  CollectiveKind collective = CollectiveKind::AllGather;  ///< AllGather, ReduceScatter, AllReduce
+  uint64_t bytes = 0;  ///< count * element size (per rank; the whole vector for AllReduce)
   int ranks = 0;
   int nodes = 0;
-  std::string algorithm;  ///< a SHARC_ALGO name: ring, recursive_doubling, bruck, direct, ...
-  size_t chunkBytes = 0;  ///< >= kMinChunkBytes
+  algo::Algorithm algorithm = algo::Algorithm::Ring;  ///< a choosable algorithm
+  size_t chunkBytes = 0;                              ///< >= kMinChunkBytes
+};
+
+/// SHARC_NCCL_HMEM's values.
+enum class HmemMode { Auto, On, Off };
+
+/// SHARC_HIER_PROXY's values.
+enum class HierProxy {
+  Auto,     ///< rotated over tcp, rail elsewhere
+  Rail,     ///< the rank of the same local index
+  Rotated,  ///< shifted by the node index: one-way connections
 };
 
 /// Settings taken from the environment once per process (or per call to load()).
@@ -32,7 +44,7 @@ struct Config {
   LogLevel logLevel = LogLevel::Warn;         ///< SHARC_DEBUG=NONE|WARN|INFO|TRACE
   std::chrono::milliseconds timeout{300000};  ///< SHARC_TIMEOUT_MS (> 0)
   std::string provider;                       ///< SHARC_FI_PROVIDER, else FI_PROVIDER, else ""
-  std::string algorithm;                      ///< SHARC_ALGO ("" = automatic)
+  algo::AlgorithmOverride algorithms;         ///< SHARC_ALGO (none set = automatic)
   size_t chunkBytes = 1u << 20;  ///< SHARC_CHUNK_BYTES: pipelining chunk (>= kMinChunkBytes)
   bool chunkBytesSet = false;    ///< SHARC_CHUNK_BYTES was set (else the tuner picks the chunk)
   std::string nodeId;            ///< SHARC_NODE_ID: overrides hostname+boot id
@@ -60,14 +72,13 @@ struct Config {
   /// SHARC_NCCL_HMEM: which of the NCCL plugin's providers are opened with FI_HMEM (GPU
   /// memory): "auto" the NIC providers only (efa, verbs, ...; on shm it slows host transfers
   /// of 256 KiB to 4 MiB by a fifth), "1" every provider that has it, "0" none.
-  std::string ncclHmem = "auto";
+  HmemMode ncclHmem = HmemMode::Auto;
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;
   /// SHARC_HIER_PROXY: which rank of a node stands in for a rank of another node in the
-  /// hierarchical collectives: "rail" (same local index), "rotated" (shifted by the node
-  /// index: one-way connections), "auto" (rotated over tcp, rail elsewhere).
-  std::string hierProxy = "auto";
+  /// hierarchical collectives.
+  HierProxy hierProxy = HierProxy::Auto;
   /// SHARC_NICS: comma-separated NICs (libfabric domain names or prefixes, e.g.
   /// "eth0,eth1" or "rdmap16s27,rdmap32s27"): one fabric endpoint per NIC, large messages
   /// striped over them. Empty: the NICs the host topology places the rank on.

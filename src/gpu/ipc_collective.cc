@@ -96,7 +96,7 @@ void IpcCollective::runPhases(Communicator& comm, const StreamCall& call,
   const uint64_t ranks = static_cast<uint64_t>(n);
 
   switch (call.kind) {
-    case CallKind::AllGather: {
+    case CollectiveKind::AllGather: {
       std::vector<kernels::CopyPiece> pieces;
       for (int r = 0; r < n; ++r) {
         char* dst = recv + static_cast<size_t>(r) * bytes;
@@ -107,7 +107,7 @@ void IpcCollective::runPhases(Communicator& comm, const StreamCall& call,
       finishLocal(timeout, "allGather (cuda ipc)");
       break;
     }
-    case CallKind::ReduceScatter: {
+    case CollectiveKind::ReduceScatter: {
       std::vector<const void*> inputs;
       for (int r = 0; r < n; ++r)
         inputs.push_back(peerBuffer(all, r, self, false) + static_cast<size_t>(self) * bytes);
@@ -115,7 +115,7 @@ void IpcCollective::runPhases(Communicator& comm, const StreamCall& call,
       finishLocal(timeout, "reduceScatter (cuda ipc)");
       break;
     }
-    case CallKind::AllReduce: {
+    case CollectiveKind::AllReduce: {
       // Each rank reduces one slice into its own receive buffer, then gathers the others'
       // slices from theirs. Slices are whole elements, as even as the count allows.
       auto sliceBegin = [&](int r) { return call.count * static_cast<size_t>(r) / ranks; };
@@ -139,12 +139,13 @@ void IpcCollective::runPhases(Communicator& comm, const StreamCall& call,
       finishLocal(timeout, "allReduce gather phase (cuda ipc)");
       break;
     }
-    case CallKind::Broadcast: {
+    case CollectiveKind::Broadcast: {
       const char* src = peerBuffer(all, call.root, self, false);
       if (src != recv) copyPieces({{recv, src, bytes}});
       finishLocal(timeout, "broadcast (cuda ipc)");
       break;
     }
+    default: break;
   }
 }
 

@@ -14,12 +14,12 @@
 #include <limits>
 #include <string>
 
+#include "core/collective.hpp"
 #include "core/log.hpp"
 
 namespace sharc::gpu {
 namespace {
 
-using Kind = StagedCall::Kind;
 using Clock = std::chrono::steady_clock;
 
 size_t ceilDiv(size_t a, size_t b) {
@@ -41,7 +41,7 @@ struct Shape {
 };
 
 std::string describe(const Shape& s) {
-  return "rank " + std::to_string(s.rank) + ": staged " + stagedKindName(s.call.kind) + "(" +
+  return "rank " + std::to_string(s.rank) + ": staged " + core::collectiveName(s.call.kind) + "(" +
          dataTypeName(s.call.type) + ", count " + std::to_string(s.call.count) + ")";
 }
 
@@ -57,25 +57,26 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 // The host collective's own checks, on the caller's buffers (the host sees only staging).
 void validate(const Shape& s, size_t chunkBytes) {
   const StagedCall& c = s.call;
-  if (c.kind != Kind::AllGather && c.kind != Kind::ReduceScatter && c.kind != Kind::AllReduce &&
-      c.kind != Kind::Broadcast)
+  if (c.kind != CollectiveKind::AllGather && c.kind != CollectiveKind::ReduceScatter &&
+      c.kind != CollectiveKind::AllReduce && c.kind != CollectiveKind::Broadcast)
     invalid(s, "unknown collective " + std::to_string(static_cast<int>(c.kind)));
   if (!isValid(c.type)) invalid(s, "unknown data type " + std::to_string(int(c.type)));
-  if ((c.kind == Kind::ReduceScatter || c.kind == Kind::AllReduce) && !isValid(c.op))
+  if ((c.kind == CollectiveKind::ReduceScatter || c.kind == CollectiveKind::AllReduce) &&
+      !isValid(c.op))
     invalid(s, "unknown reduction op " + std::to_string(int(c.op)));
-  if (c.kind == Kind::Broadcast && (c.root < 0 || c.root >= s.n))
+  if (c.kind == CollectiveKind::Broadcast && (c.root < 0 || c.root >= s.n))
     invalid(s, "root " + std::to_string(c.root) + " out of range (expected 0.." +
                    std::to_string(s.n - 1) + ")");
   if (chunkBytes == 0) invalid(s, "chunk of 0 bytes");
   if (c.count > std::numeric_limits<size_t>::max() / s.elem / static_cast<size_t>(s.n))
     invalid(s, "count overflows");
   if (c.count == 0) return;
-  const bool needSend = c.kind != Kind::Broadcast || s.rank == c.root;
+  const bool needSend = c.kind != CollectiveKind::Broadcast || s.rank == c.root;
   if (needSend && c.send == nullptr) invalid(s, "sendbuff is null");
   if (c.recv == nullptr) invalid(s, "recvbuff is null");
   const size_t bytes = c.count * s.elem;
-  const size_t sendBytes = c.kind == Kind::ReduceScatter ? bytes * s.n : bytes;
-  const size_t recvBytes = c.kind == Kind::AllGather ? bytes * s.n : bytes;
+  const size_t sendBytes = c.kind == CollectiveKind::ReduceScatter ? bytes * s.n : bytes;
+  const size_t recvBytes = c.kind == CollectiveKind::AllGather ? bytes * s.n : bytes;
   if (needSend && !s.inPlace && overlaps(c.send, sendBytes, c.recv, recvBytes))
     invalid(s, "sendbuff and recvbuff overlap but are not the in-place form");
 }
@@ -84,15 +85,16 @@ void validate(const Shape& s, size_t chunkBytes) {
 void stageIn(CopyEngine& e, const Shape& s, std::byte* slot, size_t first, size_t len) {
   const size_t bytes = len * s.elem;
   switch (s.call.kind) {
-    case Kind::AllGather: e.copy(slot + s.rank * bytes, s.send(first), bytes); break;
-    case Kind::ReduceScatter:
+    case CollectiveKind::AllGather: e.copy(slot + s.rank * bytes, s.send(first), bytes); break;
+    case CollectiveKind::ReduceScatter:
       for (int r = 0; r < s.n; ++r)
         e.copy(slot + r * bytes, s.send(r * s.call.count + first), bytes);
       break;
-    case Kind::AllReduce: e.copy(slot, s.send(first), bytes); break;
-    case Kind::Broadcast:
+    case CollectiveKind::AllReduce: e.copy(slot, s.send(first), bytes); break;
+    case CollectiveKind::Broadcast:
       if (s.rank == s.call.root) e.copy(slot, s.send(first), bytes);
       break;
+    default: break;
   }
 }
 
@@ -101,11 +103,13 @@ Request post(Communicator& comm, const Shape& s, std::byte* slot, size_t len) {
   const StagedCall& c = s.call;
   const size_t bytes = len * s.elem;
   switch (c.kind) {
-    case Kind::AllGather: return comm.iallGather(slot + s.rank * bytes, slot, len, c.type);
-    case Kind::ReduceScatter:
+    case CollectiveKind::AllGather:
+      return comm.iallGather(slot + s.rank * bytes, slot, len, c.type);
+    case CollectiveKind::ReduceScatter:
       return comm.ireduceScatter(slot, slot + s.rank * bytes, len, c.type, c.op);
-    case Kind::AllReduce: return comm.iallReduce(slot, slot, len, c.type, c.op);
-    case Kind::Broadcast: break;
+    case CollectiveKind::AllReduce: return comm.iallReduce(slot, slot, len, c.type, c.op);
+    case CollectiveKind::Broadcast: break;
+    default: break;
   }
   return comm.ibroadcast(slot, slot, len, c.type, c.root);
 }
@@ -114,16 +118,17 @@ Request post(Communicator& comm, const Shape& s, std::byte* slot, size_t len) {
 void stageOut(CopyEngine& e, const Shape& s, const std::byte* slot, size_t first, size_t len) {
   const size_t bytes = len * s.elem;
   switch (s.call.kind) {
-    case Kind::AllGather:
+    case CollectiveKind::AllGather:
       for (int r = 0; r < s.n; ++r)
         if (!s.inPlace || r != s.rank)
           e.copy(s.recv(r * s.call.count + first), slot + r * bytes, bytes);
       break;
-    case Kind::ReduceScatter: e.copy(s.recv(first), slot + s.rank * bytes, bytes); break;
-    case Kind::AllReduce: e.copy(s.recv(first), slot, bytes); break;
-    case Kind::Broadcast:
+    case CollectiveKind::ReduceScatter: e.copy(s.recv(first), slot + s.rank * bytes, bytes); break;
+    case CollectiveKind::AllReduce: e.copy(s.recv(first), slot, bytes); break;
+    case CollectiveKind::Broadcast:
       if (!s.inPlace || s.rank != s.call.root) e.copy(s.recv(first), slot, bytes);
       break;
+    default: break;
   }
 }
 
@@ -162,16 +167,6 @@ void cleanUp(StagingPool& pool, const std::vector<Request>& requests, const Prog
 }
 
 }  // namespace
-
-const char* stagedKindName(StagedCall::Kind kind) noexcept {
-  switch (kind) {
-    case Kind::AllGather: return "allGather";
-    case Kind::ReduceScatter: return "reduceScatter";
-    case Kind::AllReduce: return "allReduce";
-    case Kind::Broadcast: return "broadcast";
-  }
-  return "invalid";
-}
 
 ChunkPlan planChunks(size_t count, DataType type, size_t chunkBytes) {
   const size_t elem = dataTypeSize(type);
@@ -226,15 +221,20 @@ void runStaged(Communicator& comm, StagingPool& pool, const StagedCall& call, si
     const auto* recvBytes = static_cast<const std::byte*>(call.recv);
     const size_t block = call.count * elem;
     switch (call.kind) {
-      case Kind::AllGather: inPlace = call.send == recvBytes + rank * block; break;
-      case Kind::ReduceScatter:
+      case CollectiveKind::AllGather: inPlace = call.send == recvBytes + rank * block; break;
+      case CollectiveKind::ReduceScatter:
         inPlace = recvBytes == static_cast<const std::byte*>(call.send) + rank * block;
         break;
       default: inPlace = call.send == call.recv; break;
     }
   }
-  const Shape s{call, n,       rank,
-                elem, inPlace, call.kind == Kind::AllGather || call.kind == Kind::ReduceScatter};
+  const Shape s{
+      call,
+      n,
+      rank,
+      elem,
+      inPlace,
+      call.kind == CollectiveKind::AllGather || call.kind == CollectiveKind::ReduceScatter};
   validate(s, chunkBytes);
 
   const bool bounded = timeout < std::chrono::hours(24 * 365 * 100);

@@ -20,7 +20,7 @@ namespace sharc::gpu {
 /// One collective, with the buffer semantics of the host collectives (Communicator), NCCL's
 /// in-place forms included; `count` is per rank for AllGather and ReduceScatter.
 struct StagedCall {
-  enum class Kind { AllGather, ReduceScatter, AllReduce, Broadcast } kind = Kind::AllReduce;
+  CollectiveKind kind = CollectiveKind::AllReduce;  ///< AllGather to Broadcast
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;
@@ -28,9 +28,6 @@ struct StagedCall {
   RedOp op = RedOp::Sum;  ///< ReduceScatter and AllReduce only
   int root = 0;           ///< Broadcast only
 };
-
-/// "allGather", "reduceScatter", "allReduce", "broadcast".
-const char* stagedKindName(StagedCall::Kind kind) noexcept;
 
 /// How a staged call is cut into chunks: chunk k covers elements [first(k), first(k) +
 /// length(k)) of each rank's block (AllGather, ReduceScatter) or of the buffer (AllReduce,

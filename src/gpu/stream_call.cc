@@ -7,16 +7,6 @@
 
 namespace sharc::gpu {
 
-const char* callKindName(CallKind kind) noexcept {
-  switch (kind) {
-    case CallKind::AllGather: return "allGather";
-    case CallKind::ReduceScatter: return "reduceScatter";
-    case CallKind::AllReduce: return "allReduce";
-    case CallKind::Broadcast: return "broadcast";
-  }
-  return "invalid";
-}
-
 uint64_t localHostId() {
   static const uint64_t id = [] {
     char host[256] = {};
@@ -33,12 +23,12 @@ uint64_t localHostId() {
 
 size_t sendBytes(const StreamCall& call, int nranks) {
   const size_t bytes = call.count * dataTypeSize(call.type);
-  return call.kind == CallKind::ReduceScatter ? bytes * static_cast<size_t>(nranks) : bytes;
+  return call.kind == CollectiveKind::ReduceScatter ? bytes * static_cast<size_t>(nranks) : bytes;
 }
 
 size_t recvBytes(const StreamCall& call, int nranks) {
   const size_t bytes = call.count * dataTypeSize(call.type);
-  return call.kind == CallKind::AllGather ? bytes * static_cast<size_t>(nranks) : bytes;
+  return call.kind == CollectiveKind::AllGather ? bytes * static_cast<size_t>(nranks) : bytes;
 }
 
 }  // namespace sharc::gpu

@@ -13,14 +13,9 @@
 
 namespace sharc::gpu {
 
-enum class CallKind : uint8_t { AllGather, ReduceScatter, AllReduce, Broadcast };
-
-/// "allGather", "reduceScatter", "allReduce", "broadcast".
-const char* callKindName(CallKind kind) noexcept;
-
 /// A stream-ordered collective: buffers and arguments as the host collectives take them.
 struct StreamCall {
-  CallKind kind = CallKind::AllGather;
+  CollectiveKind kind = CollectiveKind::AllGather;  ///< AllGather to Broadcast
   const void* send = nullptr;
   void* recv = nullptr;
   size_t count = 0;  ///< per rank for AllGather/ReduceScatter, in total otherwise

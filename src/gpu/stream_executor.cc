@@ -5,6 +5,7 @@
 
 #include <sharc/cuda.hpp>
 
+#include "core/collective.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "gpu/cuda_check.hpp"
@@ -16,17 +17,8 @@ namespace sharc::gpu {
 
 namespace {
 std::string where(const Communicator& comm, const StreamCall& call) {
-  return "rank " + std::to_string(comm.rank()) + ": " + callKindName(call.kind) + "(stream)";
-}
-
-StagedCall::Kind stagedKind(CallKind kind) {
-  switch (kind) {
-    case CallKind::AllGather: return StagedCall::Kind::AllGather;
-    case CallKind::ReduceScatter: return StagedCall::Kind::ReduceScatter;
-    case CallKind::AllReduce: return StagedCall::Kind::AllReduce;
-    case CallKind::Broadcast: return StagedCall::Kind::Broadcast;
-  }
-  return StagedCall::Kind::AllGather;
+  return "rank " + std::to_string(comm.rank()) + ": " + core::collectiveName(call.kind) +
+         "(stream)";
 }
 }  // namespace
 
@@ -145,13 +137,15 @@ std::vector<CallDescriptor> StreamExecutor::exchange(const StreamCall& call, Cal
   for (int r = 0; r < n; ++r) {
     const CallDescriptor& d = all[static_cast<size_t>(r)];
     if (d.kind != mine.kind || d.type != mine.type || d.count != mine.count ||
-        (call.kind != CallKind::AllGather && call.kind != CallKind::Broadcast && d.op != mine.op) ||
-        (call.kind == CallKind::Broadcast && d.root != mine.root))
+        (call.kind != CollectiveKind::AllGather && call.kind != CollectiveKind::Broadcast &&
+         d.op != mine.op) ||
+        (call.kind == CollectiveKind::Broadcast && d.root != mine.root))
       throw Error(Result::InvalidUsage,
                   "mismatched stream-ordered calls: this rank called " +
-                      std::string(callKindName(call.kind)) + " of " + std::to_string(mine.count) +
-                      " " + dataTypeName(call.type) + ", rank " + std::to_string(r) + " called " +
-                      callKindName(static_cast<CallKind>(d.kind)) + " of " +
+                      std::string(core::collectiveName(call.kind)) + " of " +
+                      std::to_string(mine.count) + " " + dataTypeName(call.type) + ", rank " +
+                      std::to_string(r) + " called " +
+                      core::collectiveName(static_cast<CollectiveKind>(d.kind)) + " of " +
                       std::to_string(d.count) + " " + dataTypeName(static_cast<DataType>(d.type)) +
                       " (op " + redOpName(static_cast<RedOp>(d.op)) + ", root " +
                       std::to_string(d.root) + ")");
@@ -175,7 +169,7 @@ void StreamExecutor::execute(Pending& p) {
   mine.op = static_cast<uint8_t>(call.op);
   mine.sendAddress = reinterpret_cast<uintptr_t>(call.send);
   mine.recvAddress = reinterpret_cast<uintptr_t>(call.recv);
-  const bool readsSend = call.kind != CallKind::Broadcast || call.root == comm_->rank();
+  const bool readsSend = call.kind != CollectiveKind::Broadcast || call.root == comm_->rank();
   if (core::Config::get().cudaIpc && memoryKind(call.recv) == MemoryKind::Device &&
       (!readsSend || memoryKind(call.send) == MemoryKind::Device)) {
     try {
@@ -207,8 +201,7 @@ void StreamExecutor::runStagedPath(const StreamCall& call) {
     s.copies = std::make_unique<CudaCopyEngine>(call.device);
     s.pool = std::make_unique<StagingPool>(*s.copies);
   }
-  StagedCall staged{
-      stagedKind(call.kind), call.send, call.recv, call.count, call.type, call.op, call.root};
+  StagedCall staged{call.kind, call.send, call.recv, call.count, call.type, call.op, call.root};
   runStaged(*comm_, *s.pool, staged, core::Config::get().gpuStagingChunkBytes, timeout_);
 }
 

@@ -6,23 +6,13 @@
 #include <vector>
 
 #include "algorithms/patterns.hpp"
+#include "core/collective.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
-algo::CollKind collKind(Collective c) {
-  switch (c) {
-    case Collective::ReduceScatter: return algo::CollKind::ReduceScatter;
-    case Collective::AllReduce: return algo::CollKind::AllReduce;
-    default: return algo::CollKind::AllGather;
-  }
-}
-
 algo::AlgorithmOverride forcedAlgorithm(Collective c, const std::string& algorithm) {
   if (algorithm.empty()) return {};
-  const char* prefix = c == Collective::AllGather       ? "allgather:"
-                       : c == Collective::ReduceScatter ? "reducescatter:"
-                                                        : "allreduce:";
-  return algo::AlgorithmOverride::parse(prefix + algorithm);
+  return algo::AlgorithmOverride::parse(core::collectiveKey(c) + ":" + algorithm);
 }
 
 namespace {
@@ -36,11 +26,7 @@ int ceilLog2(int x) {
 }  // namespace
 
 const char* collectiveName(Collective c) {
-  switch (c) {
-    case Collective::ReduceScatter: return "reduce_scatter";
-    case Collective::AllReduce: return "all_reduce";
-    default: return "all_gather";
-  }
+  return core::collectiveToolName(c);
 }
 
 double rankFabricShare(int rails, int ranksPerNode) {
@@ -85,7 +71,7 @@ algo::NodeMap nodeMap(int nodes, int ranksPerNode) {
 
 algo::CallShape callShape(Collective c, size_t bytes, const algo::NodeMap& map) {
   algo::CallShape s;
-  s.kind = collKind(c);
+  s.kind = c;
   s.nranks = map.size();
   s.bytesPerRank = c == Collective::AllReduce ? bytes : bytes / static_cast<size_t>(s.nranks);
   s.locality = algo::Locality::Network;

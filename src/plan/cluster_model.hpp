@@ -17,8 +17,6 @@ algo::TunerParams tunerParams(const Cluster& c);
 Cluster fromTuner(const algo::TunerParams& p, int ranksPerNode, double memoryBytes);
 /// `nodes` nodes of `ranksPerNode` ranks, numbered node by node.
 algo::NodeMap nodeMap(int nodes, int ranksPerNode);
-/// The engine's name for planner collective `c`.
-algo::CollKind collKind(Collective c);
 /// The override that `SHARC_ALGO=<c's prefix>:<algorithm>` makes (a forced algorithm of the
 /// planner; "" forces none); throws sharc::Error naming a bad algorithm.
 algo::AlgorithmOverride forcedAlgorithm(Collective c, const std::string& algorithm);

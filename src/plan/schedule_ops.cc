@@ -65,7 +65,7 @@ SimOps buildSimOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::A
     ctx.seq = 1;
     ctx.type = DataType::Float32;
     ctx.op = RedOp::Sum;
-    ctx.kind = collKind(c);
+    ctx.kind = c;
     ctx.count = count;
     ctx.algorithm = algo::algorithmName(a);
     ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
@@ -76,6 +76,7 @@ SimOps buildSimOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::A
         case Collective::AllGather: algo::buildAllGather(s, a, args); break;
         case Collective::ReduceScatter: algo::buildReduceScatter(s, a, args); break;
         case Collective::AllReduce: algo::buildAllReduce(s, a, args); break;
+        default: break;
       }
       info = s.describeOps();
     }

@@ -30,13 +30,14 @@ namespace {
       throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(s_)); \
   } while (0)
 
-enum class Coll { AllGather, ReduceScatter, AllReduce, Broadcast };
+using Coll = CollectiveKind;  // AllGather to Broadcast
 const char* name(Coll c) {
   switch (c) {
     case Coll::AllGather: return "allGather";
     case Coll::ReduceScatter: return "reduceScatter";
     case Coll::AllReduce: return "allReduce";
     case Coll::Broadcast: return "broadcast";
+    default: break;
   }
   return "?";
 }
@@ -93,6 +94,7 @@ std::string runCase(Communicator& comm, cudaStream_t s, Coll coll, DataType type
     case Coll::ReduceScatter: comm.reduceScatter(sendPtr, recvPtr, count, type, op, s); break;
     case Coll::AllReduce: comm.allReduce(sendPtr, recvPtr, count, type, op, s); break;
     case Coll::Broadcast: comm.broadcast(sendPtr, recvPtr, count, type, root, s); break;
+    default: break;
   }
   std::vector<char> hostOut(recvElems * elem + 1);
   if (recvElems > 0)
@@ -112,6 +114,7 @@ std::string runCase(Communicator& comm, cudaStream_t s, Coll coll, DataType type
       case Coll::ReduceScatter: expected = expectedReduce(type, op, n, rank * count + i); break;
       case Coll::AllReduce: expected = expectedReduce(type, op, n, i); break;
       case Coll::Broadcast: expected = inputValue(type, op, root, i); break;
+      default: break;
     }
     const double got = loadElement(hostOut.data(), type, i);
     if (!matches(got, expected, type,

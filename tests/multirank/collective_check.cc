@@ -14,6 +14,7 @@ const char* collName(Coll c) {
     case Coll::ReduceScatter: return "reduceScatter";
     case Coll::AllReduce: return "allReduce";
     case Coll::Broadcast: return "broadcast";
+    default: break;
   }
   return "?";
 }
@@ -55,6 +56,7 @@ std::string runAndCheck(Communicator& comm, Coll coll, DataType type, RedOp op, 
     case Coll::ReduceScatter: comm.reduceScatter(send, recv, count, type, op); break;
     case Coll::AllReduce: comm.allReduce(send, recv, count, type, op); break;
     case Coll::Broadcast: comm.broadcast(send, recv, count, type, root); break;
+    default: break;
   }
 
   std::ostringstream errors;

@@ -7,7 +7,7 @@
 
 namespace sharc::testing {
 
-enum class Coll { AllGather, ReduceScatter, AllReduce, Broadcast };
+using Coll = CollectiveKind;  // AllGather to Broadcast
 const char* collName(Coll c);
 
 /// Returns "" on success, else a description of the first mismatches.

@@ -241,14 +241,14 @@ TEST(LearnedTuner, SavedChoicesAreReadBackAndHonoured) {
   text << in.rdbuf();
   const auto choices = core::parseTunerChoices(text.str(), path);
   ASSERT_EQ(choices.size(), 1u) << text.str();
-  EXPECT_EQ(choices[0].collective, "allreduce");
+  EXPECT_EQ(choices[0].collective, CollectiveKind::AllReduce);
   EXPECT_EQ(choices[0].bytes, kCount * 4);
   EXPECT_EQ(choices[0].ranks, 2);
   EXPECT_EQ(choices[0].nodes, 1);
   std::string expectedAlgorithm;
   size_t expectedChunk = 0;
   std::ifstream(path + ".expected") >> expectedAlgorithm >> expectedChunk;
-  EXPECT_EQ(choices[0].algorithm, expectedAlgorithm);
+  EXPECT_EQ(algo::algorithmName(choices[0].algorithm), expectedAlgorithm);
   EXPECT_EQ(choices[0].chunkBytes, expectedChunk);
 
   // Job 2 reads it: that plan from the first call on, and nothing explored.

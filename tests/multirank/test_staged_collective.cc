@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/collective.hpp"
 #include "core/config.hpp"
 #include "gpu/host_copy_engine.hpp"
 #include "gpu/staged_collective.hpp"
@@ -23,7 +24,7 @@ using gpu::CopyEngine;
 using gpu::HostCopyEngine;
 using gpu::StagedCall;
 using gpu::StagingPool;
-using Kind = StagedCall::Kind;
+using Kind = CollectiveKind;
 using namespace std::chrono_literals;
 
 TEST(StagedChunkPlan, CoversEveryElementOnce) {
@@ -214,7 +215,7 @@ std::string stagedCheck(Communicator& comm, StagingPool* pool, CopyEngine& engin
   }
   if (bad == 0) return "";
   std::ostringstream os;
-  os << "staged " << gpu::stagedKindName(c.kind) << "(" << dataTypeName(c.type) << ", "
+  os << "staged " << core::collectiveName(c.kind) << "(" << dataTypeName(c.type) << ", "
      << redOpName(c.op) << ", count " << c.count << (c.inPlace ? ", in-place" : "") << ", chunk "
      << c.chunk << ") on rank " << r << " of " << n << ": " << bad << " wrong: " << errors.str();
   return os.str();

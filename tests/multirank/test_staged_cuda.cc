@@ -13,6 +13,7 @@
 #include <sharc/cuda.hpp>
 #include <vector>
 
+#include "core/collective.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/cuda_copy_engine.hpp"
 #include "gpu/cuda_resources.hpp"
@@ -24,7 +25,7 @@ namespace sharc::testing {
 namespace {
 
 using gpu::StagedCall;
-using Kind = StagedCall::Kind;
+using Kind = CollectiveKind;
 using namespace std::chrono_literals;
 
 // Asks a forked child whether CUDA has a usable device (the parent stays uninitialised).
@@ -133,7 +134,7 @@ TEST(CudaStaged, DeviceBuffersMatchReference) {
                     if (!matches(got, expected, t, op)) {
                       ++bad;
                       ADD_FAILURE()
-                          << gpu::stagedKindName(kind) << " " << dataTypeName(t) << " count "
+                          << core::collectiveName(kind) << " " << dataTypeName(t) << " count "
                           << count << (inPlace ? " in-place" : "") << " chunk " << chunk << " rank "
                           << r << ": " << describeMismatch(k, got, expected);
                     }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/selector.hpp"
+#include "algorithms/tuner.hpp"
 #include "plan/cluster_model.hpp"
 #include "plan/schedule_sim.hpp"
 

@@ -85,7 +85,7 @@ TEST(ScheduleSim, MessagesUnderTheStripeSizeUseOneRail) {
     const double want = 1 + 1 + x / rate + 40;
     EXPECT_NEAR(r.us, want, 1e-6 * want) << x << " bytes each way";
     algo::CallShape s;
-    s.kind = algo::CollKind::AllGather;
+    s.kind = CollectiveKind::AllGather;
     s.bytesPerRank = static_cast<size_t>(x);
     s.nranks = 2;
     const algo::NodeMap map = layout({1, 1});

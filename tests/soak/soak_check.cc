@@ -22,6 +22,7 @@ const char* collName(Coll c) {
     case Coll::AllReduce: return "AllReduce";
     case Coll::Broadcast: return "Broadcast";
     case Coll::Barrier: return "Barrier";
+    default: break;
   }
   return "?";
 }
@@ -105,6 +106,7 @@ void runAndCheck(Communicator& comm, const Call& c, Buffers& b, long seq,
       complete(comm.ibroadcast(send, recv, c.count, c.type, c.root), c.polled);
       break;
     case Coll::Barrier: break;
+    default: break;
   }
 
   // The top byte of element 0 (little endian): ints change by >= 64, floats' exponent flips.

@@ -9,7 +9,7 @@
 
 namespace sharc::soak {
 
-enum class Coll { AllGather, ReduceScatter, AllReduce, Broadcast, Barrier };
+using Coll = CollectiveKind;  // AllGather to Barrier
 const char* collName(Coll c);
 
 struct Call {

@@ -70,7 +70,7 @@ TEST_F(ConfigEnvTest, Defaults) {
   EXPECT_EQ(c.logLevel, LogLevel::Warn);
   EXPECT_EQ(c.timeout, std::chrono::milliseconds(300000));
   EXPECT_EQ(c.provider, "");
-  EXPECT_EQ(c.algorithm, "");
+  EXPECT_FALSE(c.algorithms.allGather || c.algorithms.reduceScatter || c.algorithms.allReduce);
   EXPECT_EQ(c.chunkBytes, size_t{1} << 20);
   EXPECT_EQ(c.nodeId, "");
   EXPECT_EQ(c.socketIfname, "");
@@ -116,7 +116,8 @@ TEST_F(ConfigEnvTest, Passthrough) {
   set("SHARC_NODE_ID", "node-17");
   set("SHARC_SOCKET_IFNAME", "eth0,ib");
   const Config c = Config::load();
-  EXPECT_EQ(c.algorithm, "ring");
+  EXPECT_EQ(c.algorithms.allGather, algo::Algorithm::Ring);
+  EXPECT_EQ(c.algorithms.allReduce, algo::Algorithm::Ring);
   EXPECT_EQ(c.nodeId, "node-17");
   EXPECT_EQ(c.socketIfname, "eth0,ib");
 }
@@ -166,12 +167,14 @@ TEST_F(ConfigEnvTest, SingleCopySwitch) {
 // The GPU switches: CUDA IPC for stream-ordered calls, FI_HMEM for the NCCL plugin.
 TEST_F(ConfigEnvTest, GpuSwitches) {
   EXPECT_TRUE(Config::load().cudaIpc);
-  EXPECT_EQ(Config::load().ncclHmem, "auto");
+  EXPECT_EQ(Config::load().ncclHmem, HmemMode::Auto);
   set("SHARC_CUDA_IPC", "0");
   EXPECT_FALSE(Config::load().cudaIpc);
-  for (const char* mode : {"auto", "0", "1"}) {
-    set("SHARC_NCCL_HMEM", mode);
-    EXPECT_EQ(Config::load().ncclHmem, mode);
+  const std::pair<const char*, HmemMode> modes[] = {
+      {"auto", HmemMode::Auto}, {"0", HmemMode::Off}, {"1", HmemMode::On}};
+  for (const auto& [text, mode] : modes) {
+    set("SHARC_NCCL_HMEM", text);
+    EXPECT_EQ(Config::load().ncclHmem, mode) << text;
   }
   set("SHARC_NCCL_HMEM", "yes");
   expectInvalid([] { Config::load(); }, {"SHARC_NCCL_HMEM", "'yes'", "auto, 0 or 1"});

@@ -18,7 +18,7 @@ TEST(LearnedTunerLogic, PicksTheFastestMeasuredAndExploresWithinOnePercent) {
   constexpr int kAfter = 10;
   LearnedTuner tuner(true, kAfter);
   algo::CallShape shape;
-  shape.kind = algo::CollKind::ReduceScatter;
+  shape.kind = CollectiveKind::ReduceScatter;
   shape.bytesPerRank = size_t{32} << 20;
   shape.nranks = 2;
   shape.locality = algo::Locality::OneHostSingleCopy;
@@ -82,9 +82,9 @@ TEST(LearnedTunerLogic, PicksTheFastestMeasuredAndExploresWithinOnePercent) {
   // What SHARC_TUNER_SAVE writes for it.
   const auto choices = tuner.choices(2, 1);
   ASSERT_EQ(choices.size(), 1u);
-  EXPECT_EQ(choices[0].collective, "reducescatter");
+  EXPECT_EQ(choices[0].collective, CollectiveKind::ReduceScatter);
   EXPECT_EQ(choices[0].bytes, shape.bytesPerRank);
-  EXPECT_EQ(choices[0].algorithm, "ring");
+  EXPECT_EQ(choices[0].algorithm, algo::Algorithm::Ring);
   EXPECT_EQ(choices[0].chunkBytes, fastest.chunkBytes);
 }
 
@@ -92,7 +92,7 @@ TEST(LearnedTunerLogic, OffMeansTheModelAlways) {
   FlightRecorder recorder(8);
   LearnedTuner tuner(false, 1);
   algo::CallShape shape;
-  shape.kind = algo::CollKind::AllGather;
+  shape.kind = CollectiveKind::AllGather;
   shape.bytesPerRank = 1 << 20;
   shape.nranks = 4;
   const LearnedPlan model{Algorithm::Bruck, 1 << 20};

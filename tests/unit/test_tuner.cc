@@ -14,6 +14,7 @@
 #include "algorithms/tuner.hpp"
 #include "algorithms/tuner_hier.hpp"
 #include "algorithms/tuner_model.hpp"
+#include "core/collective.hpp"
 #include "core/config.hpp"
 
 namespace sharc::algo {
@@ -27,10 +28,11 @@ TunerParams params(int cores = 2) {
   return p;
 }
 
-CallShape shape(CollKind kind, size_t total, int n, Locality loc, const NodeMap* nodes = nullptr) {
+CallShape shape(CollectiveKind kind, size_t total, int n, Locality loc,
+                const NodeMap* nodes = nullptr) {
   CallShape s;
   s.kind = kind;
-  s.bytesPerRank = kind == CollKind::AllReduce ? total : total / static_cast<size_t>(n);
+  s.bytesPerRank = kind == CollectiveKind::AllReduce ? total : total / static_cast<size_t>(n);
   s.nranks = n;
   s.locality = loc;
   s.nodes = nodes;
@@ -55,41 +57,46 @@ const Locality kCma = Locality::OneHostSingleCopy, kHost = Locality::OneHost,
 TEST(Tuner, OneHostSingleCopyMatchesMeasuredWinners) {
   // selector.cc's measured winners: log-step for tiny calls, DirectWrite for AllGather
   // from a few tens of KiB, DirectRead for ReduceScatter from a few hundred KiB.
-  EXPECT_EQ(pick(shape(CollKind::AllGather, 1 * K, 2, kCma)), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 1 * K, 2, kCma)), Algorithm::RecursiveDoubling);
   // Four ranks on two cores: Direct's single round of messages may beat recursive doubling.
-  EXPECT_NE(pick(shape(CollKind::AllGather, 1 * K, 4, kCma)), Algorithm::DirectWrite);
-  EXPECT_NE(pick(shape(CollKind::AllGather, 1 * K, 4, kCma)), Algorithm::Ring);
+  EXPECT_NE(pick(shape(CollectiveKind::AllGather, 1 * K, 4, kCma)), Algorithm::DirectWrite);
+  EXPECT_NE(pick(shape(CollectiveKind::AllGather, 1 * K, 4, kCma)), Algorithm::Ring);
   for (size_t total : {256 * K, 1 * M, 16 * M, 64 * M}) {
-    EXPECT_EQ(pick(shape(CollKind::AllGather, total, 2, kCma)), Algorithm::DirectWrite) << total;
-    EXPECT_EQ(pick(shape(CollKind::AllGather, total, 4, kCma)), Algorithm::DirectWrite) << total;
+    EXPECT_EQ(pick(shape(CollectiveKind::AllGather, total, 2, kCma)), Algorithm::DirectWrite)
+        << total;
+    EXPECT_EQ(pick(shape(CollectiveKind::AllGather, total, 4, kCma)), Algorithm::DirectWrite)
+        << total;
   }
-  EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 1 * K, 4, kCma)), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, 1 * K, 4, kCma)),
+            Algorithm::RecursiveDoubling);
   for (size_t total : {1 * M, 16 * M, 64 * M}) {
-    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, total, 2, kCma)), Algorithm::DirectRead);
-    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, total, 4, kCma)), Algorithm::DirectRead);
+    EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, total, 2, kCma)), Algorithm::DirectRead);
+    EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, total, 4, kCma)), Algorithm::DirectRead);
   }
-  EXPECT_EQ(pick(shape(CollKind::AllReduce, 1 * K, 4, kCma)), Algorithm::RecursiveDoubling);
-  EXPECT_EQ(pick(shape(CollKind::AllReduce, 16 * M, 4, kCma)), Algorithm::DirectRead);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllReduce, 1 * K, 4, kCma)), Algorithm::RecursiveDoubling);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllReduce, 16 * M, 4, kCma)), Algorithm::DirectRead);
   // Without single copy: Direct AllGather for large calls, never the single-copy forms.
-  EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * M, 4, kHost)), Algorithm::Direct);
-  EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * M, 4, kHost)), Algorithm::Ring);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 16 * M, 4, kHost)), Algorithm::Direct);
+  EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, 16 * M, 4, kHost)), Algorithm::Ring);
 }
 
 TEST(Tuner, NetworkLogStepSmallRingLarge) {
   const NodeMap one = layout({1, 1, 1, 1});
   for (int n : {4, 8}) {
     const NodeMap m = layout(std::vector<int>(static_cast<size_t>(n), 1));
-    EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * K, n, kNet, &m)), Algorithm::RecursiveDoubling);
-    EXPECT_EQ(pick(shape(CollKind::AllGather, 16 * M, n, kNet, &m)), Algorithm::Ring);
-    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * K, n, kNet, &m)),
+    EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 16 * K, n, kNet, &m)),
               Algorithm::RecursiveDoubling);
-    EXPECT_EQ(pick(shape(CollKind::ReduceScatter, 16 * M, n, kNet, &m)), Algorithm::Ring);
-    EXPECT_EQ(pick(shape(CollKind::AllReduce, 4 * K, n, kNet, &m)), Algorithm::RecursiveDoubling);
-    EXPECT_EQ(pick(shape(CollKind::AllReduce, 16 * M, n, kNet, &m)), Algorithm::Ring);
+    EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 16 * M, n, kNet, &m)), Algorithm::Ring);
+    EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, 16 * K, n, kNet, &m)),
+              Algorithm::RecursiveDoubling);
+    EXPECT_EQ(pick(shape(CollectiveKind::ReduceScatter, 16 * M, n, kNet, &m)), Algorithm::Ring);
+    EXPECT_EQ(pick(shape(CollectiveKind::AllReduce, 4 * K, n, kNet, &m)),
+              Algorithm::RecursiveDoubling);
+    EXPECT_EQ(pick(shape(CollectiveKind::AllReduce, 16 * M, n, kNet, &m)), Algorithm::Ring);
   }
   const NodeMap seven = layout({1, 1, 1, 1, 1, 1, 1});
-  EXPECT_EQ(pick(shape(CollKind::AllGather, 8 * K, 7, kNet, &seven)), Algorithm::Bruck);
-  EXPECT_EQ(pick(shape(CollKind::AllGather, 64 * M, 7, kNet, &seven)), Algorithm::Ring);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 8 * K, 7, kNet, &seven)), Algorithm::Bruck);
+  EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 64 * M, 7, kNet, &seven)), Algorithm::Ring);
   (void)one;
 }
 
@@ -97,18 +104,18 @@ TEST(Tuner, HierarchicalOnSeveralNodesForLargeCalls) {
   const NodeMap twoByTwo = layout({2, 2});
   TunerParams slow = params(4);
   slow.fabric.gbps = 0.25;  // 2 Gbit/s links, local far faster
-  for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter}) {
+  for (CollectiveKind k : {CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
     EXPECT_EQ(pick(shape(k, 64 * M, 4, kNet, &twoByTwo), slow), Algorithm::Hierarchical);
     EXPECT_EQ(pick(shape(k, 64 * M, 4, kNet, &twoByTwo)), Algorithm::Hierarchical);
   }
   // One rank per node, or a single node: nothing to gain, not a candidate.
   const NodeMap spread = layout({1, 1, 1, 1});
-  EXPECT_NE(pick(shape(CollKind::AllGather, 64 * M, 4, kNet, &spread), slow),
+  EXPECT_NE(pick(shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &spread), slow),
             Algorithm::Hierarchical);
-  EXPECT_NE(pick(shape(CollKind::AllGather, 64 * M, 4, kCma, &twoByTwo), slow),
+  EXPECT_NE(pick(shape(CollectiveKind::AllGather, 64 * M, 4, kCma, &twoByTwo), slow),
             Algorithm::Hierarchical);
   // The flat ring loads each node's link with (n-1)/n of the total, hierarchical (N-1)/N.
-  const CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
+  const CallShape s = shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
   EXPECT_GT(predictUs(s, Algorithm::Ring, M, slow) / predictUs(s, Algorithm::Hierarchical, M, slow),
             1.3);
 }
@@ -118,9 +125,9 @@ TEST(Tuner, InterleavedRanksLoadTheFabricMore) {
   const NodeMap interleaved = NodeMap::fromKeys({0, 1, 0, 1});
   const TunerParams p = params(4);
   const double a =
-      predictUs(shape(CollKind::AllGather, 64 * M, 4, kNet, &byNode), Algorithm::Ring, M, p);
-  const double b =
-      predictUs(shape(CollKind::AllGather, 64 * M, 4, kNet, &interleaved), Algorithm::Ring, M, p);
+      predictUs(shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &byNode), Algorithm::Ring, M, p);
+  const double b = predictUs(shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &interleaved),
+                             Algorithm::Ring, M, p);
   EXPECT_GT(b, a * 1.5);
 }
 
@@ -141,7 +148,7 @@ TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
   TunerParams capped = p;
   capped.fabricRankShare = 4.0 / 32;
   const size_t total = 1024 * M;
-  const CallShape s = shape(CollKind::AllGather, total, 32, kNet, &nodes);
+  const CallShape s = shape(CollectiveKind::AllGather, total, 32, kNet, &nodes);
   const double ring = predictUs(s, Algorithm::Ring, M, p);
   const double ringCapped = predictUs(s, Algorithm::Ring, M, capped);
   // (n-1)/n of the data through one rank's 50 GB/s at least.
@@ -173,7 +180,8 @@ TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
   firstRail.fabricRailShare = 0.5;
   const Algorithm algorithms[] = {Algorithm::Ring, Algorithm::Hierarchical,
                                   Algorithm::RecursiveDoubling, Algorithm::Bruck};
-  for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce})
+  for (CollectiveKind k :
+       {CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce})
     for (Algorithm a : algorithms) {
       const CallShape small = shape(k, 16 * K, 4, kNet, &twoByTwo);  // every message < 32 KiB
       EXPECT_GT(predictUs(small, a, M, firstRail), 1.3 * predictUs(small, a, M, twoRails))
@@ -183,12 +191,12 @@ TEST(Tuner, MessagesUnderTheStripeSizeUseTheFirstRailOnly) {
           << static_cast<int>(k) << " " << static_cast<int>(a);
     }
   // A message of 32 KiB is striped: recursive doubling's AllReduce of 32 KiB costs the same.
-  const CallShape ar = shape(CollKind::AllReduce, 32 * K, 4, kNet, &twoByTwo);
+  const CallShape ar = shape(CollectiveKind::AllReduce, 32 * K, 4, kNet, &twoByTwo);
   EXPECT_DOUBLE_EQ(predictUs(ar, Algorithm::RecursiveDoubling, M, firstRail),
                    predictUs(ar, Algorithm::RecursiveDoubling, M, twoRails));
   // Hierarchical AllGather of 64 KiB moves a node's 32 KiB across in 16 KiB messages: twice
   // as long.
-  const CallShape ag = shape(CollKind::AllGather, 64 * K, 4, kNet, &twoByTwo);
+  const CallShape ag = shape(CollectiveKind::AllGather, 64 * K, 4, kNet, &twoByTwo);
   const double wire = 32.0 * K / (0.05 * 1e3);  // us at the summed rate
   EXPECT_NEAR(predictUs(ag, Algorithm::Hierarchical, M, firstRail) -
                   predictUs(ag, Algorithm::Hierarchical, M, twoRails),
@@ -211,7 +219,7 @@ TEST(Tuner, HierarchicalAllReducePhasesShareTcpLinksForSmallBlocks) {
   TunerParams fullDuplex = tcp;
   fullDuplex.fabricHalfDuplex = false;
   const auto ar = [](size_t total, const NodeMap& m) {
-    return shape(CollKind::AllReduce, total, 4, kNet, &m);
+    return shape(CollectiveKind::AllReduce, total, 4, kNet, &m);
   };
   // 3+1, 64 KiB: 16 KiB blocks, 2 of the 6 fewer.
   const double block = 16.0 * K / (0.0234 * 1e3);
@@ -231,7 +239,7 @@ TEST(Tuner, HierarchicalAllReducePhasesShareTcpLinksForSmallBlocks) {
 }
 
 TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
-  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kCma);
+  CallShape s = shape(CollectiveKind::AllGather, 64 * M, 4, kCma);
   s.override = AlgorithmOverride::parse("ring");
   EXPECT_EQ(pick(s), Algorithm::Ring);
   s.override = AlgorithmOverride::parse("allgather:bruck");
@@ -239,7 +247,7 @@ TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
   EXPECT_NE(plan(s, params()).breakdown.find("SHARC_ALGO"), std::string::npos);
   s.maxMessageBytes = 8 * M;  // Bruck would send the whole 64 MiB in messages up to 48 MiB
   EXPECT_EQ(pick(s), Algorithm::Ring);
-  CallShape t = shape(CollKind::AllGather, 64 * K, 4, kNet);
+  CallShape t = shape(CollectiveKind::AllGather, 64 * K, 4, kNet);
   t.maxMessageBytes = 16 * K;
   EXPECT_EQ(pick(t), Algorithm::Ring);
   EXPECT_LE(plan(t, params()).chunkBytes, 16 * K);
@@ -247,7 +255,7 @@ TEST(Tuner, OverrideWinsAndMaxMessageFallsBackToRing) {
 
 TEST(Tuner, ChunkFromTheModelUnlessSet) {
   const NodeMap m = layout({1, 1, 1, 1});
-  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &m);
+  CallShape s = shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &m);
   const Plan p = plan(s, params());
   EXPECT_GE(p.chunkBytes, 256 * K);
   EXPECT_LE(p.chunkBytes, 4 * M);
@@ -260,7 +268,8 @@ TEST(Tuner, ChunkFromTheModelUnlessSet) {
 TEST(Tuner, PredictionsGrowWithSize) {
   const NodeMap m = layout({2, 2});
   for (Locality loc : {kCma, kHost, kNet}) {
-    for (CollKind k : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce}) {
+    for (CollectiveKind k :
+         {CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce}) {
       double last = 0;
       for (size_t total = 1 * K; total <= 256 * M; total *= 2) {
         const CallShape s = shape(k, total, 4, loc, &m);
@@ -278,23 +287,17 @@ TEST(Tuner, PredictionsGrowWithSize) {
   }
 }
 
-TEST(Tuner, SelectAlgorithmIsTheTunersChoice) {
-  EXPECT_EQ(selectAlgorithm(CollKind::AllGather, 16 * M, 4, {}, kCma),
-            plan(shape(CollKind::AllGather, 64 * M, 4, kCma), TunerParams::defaults()).algorithm);
-  EXPECT_EQ(selectAlgorithm(CollKind::Broadcast, 4, 4, {}), Algorithm::BinomialTree);
-}
-
 // A forced Hierarchical runs as the ring where two levels do not apply (one node, or one rank
 // per node), and the plan says so.
 TEST(Tuner, ForcedHierarchicalIsTheRingWithoutTwoLevels) {
   const NodeMap twoByTwo = NodeMap::fromKeys({0, 0, 1, 1}), spread = NodeMap::fromKeys({0, 1, 2});
-  CallShape s = shape(CollKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
+  CallShape s = shape(CollectiveKind::AllGather, 64 * M, 4, kNet, &twoByTwo);
   s.override = AlgorithmOverride::parse("hierarchical");
   EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Hierarchical);
-  s = shape(CollKind::AllGather, 64 * M, 3, kNet, &spread);
+  s = shape(CollectiveKind::AllGather, 64 * M, 3, kNet, &spread);
   s.override = AlgorithmOverride::parse("hierarchical");
   EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Ring);
-  s = shape(CollKind::AllGather, 64 * M, 4, kCma);
+  s = shape(CollectiveKind::AllGather, 64 * M, 4, kCma);
   s.override = AlgorithmOverride::parse("hierarchical");
   EXPECT_EQ(plan(s, TunerParams::defaults()).algorithm, Algorithm::Ring);
 }
@@ -302,13 +305,14 @@ TEST(Tuner, ForcedHierarchicalIsTheRingWithoutTwoLevels) {
 // Every collective on every group size up to 9 (a binomial tree's partner r^d may not exist
 // when n is not a power of two): a finite, positive prediction.
 TEST(Tuner, EveryCollectiveAndGroupSizeHasAFinitePrediction) {
-  for (CollKind kind : {CollKind::AllGather, CollKind::ReduceScatter, CollKind::AllReduce,
-                        CollKind::Broadcast, CollKind::Barrier})
+  for (CollectiveKind kind :
+       {CollectiveKind::AllGather, CollectiveKind::ReduceScatter, CollectiveKind::AllReduce,
+        CollectiveKind::Broadcast, CollectiveKind::Barrier})
     for (int n = 1; n <= 9; ++n)
       for (Locality loc : {kCma, kHost, kNet}) {
         const Plan p = plan(shape(kind, 4 * K, n, loc), TunerParams::defaults());
         EXPECT_TRUE(std::isfinite(p.predictedUs) && p.predictedUs > 0)
-            << collKindName(kind) << " n=" << n;
+            << core::collectiveName(kind) << " n=" << n;
         // Forced algorithms are predicted too, whatever the group size.
         for (const char* forced : {"rd", "bruck", "ring", "direct", "hierarchical"}) {
           CallShape s = shape(kind, 4 * K, n, loc);
@@ -419,8 +423,8 @@ TEST(TunerModel, TcpTurnsAreChargedPerPieceTheBuildersCut) {
   p.fabricHalfDuplex = true;
   const NodeMap map = layout({2, 1});
   const size_t chunk = 256u << 10;
-  const model::Model m(shape(CollKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map), p,
-                       chunk);
+  const model::Model m(shape(CollectiveKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map),
+                       p, chunk);
   EXPECT_DOUBLE_EQ(m.chunkedDuplexLoad(384.0 * 1024), 640.0 * 1024);
   for (size_t bytes : {size_t{32} << 10, size_t{64} << 10, size_t{200} << 10, size_t{384} << 10,
                        size_t{1000} << 10, size_t{4} << 20, size_t{5000} << 10}) {
@@ -435,8 +439,8 @@ TEST(TunerModel, TcpTurnsAreChargedPerPieceTheBuildersCut) {
     EXPECT_NEAR(m.chunkedDuplexLoad(static_cast<double>(bytes)), expected, 8.0 * pieces) << bytes;
   }
   p.fabricHalfDuplex = false;  // full duplex: no turns
-  const model::Model full(shape(CollKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map), p,
-                          chunk);
+  const model::Model full(
+      shape(CollectiveKind::ReduceScatter, 3u << 20, 3, Locality::Network, &map), p, chunk);
   EXPECT_DOUBLE_EQ(full.chunkedDuplexLoad(384.0 * 1024), 384.0 * 1024);
 }
 
