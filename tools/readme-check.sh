@@ -130,6 +130,12 @@ check() {
       "build/tests/soak/sharc_soak --ranks 4 --small 20000 --large 200 --split-every 100")
       echo "skip: long soaks (20,000 to 100,000 collectives per run); CTest soak.short.shm0/shm1 run the short form" ;;
     "ctest --test-dir build -L soak") echo "covered: tools/test.sh's ctest runs the soak label" ;;
+    "bash tools/gpu-check.sh --prepare")
+      echo "skip: downloads Debian packages into .gpu-deps/ for a GPU machine" ;;
+    "bash tools/gpu-check.sh")
+      echo "skip: builds for sm_90 and runs the GPU tests: a GPU machine only (CTest label gpu skips without one)" ;;
+    "tools/emulate-cluster.sh --nodes 2,2 -- build/perf/sharc-perf all_gather -b 1M -e 64M -f 4")
+      echo "covered: CTest label cluster runs sharc-perf through this script (2+2, 2+2+2, 3+2; root)" ;;
     *) echo "unknown" ;;
   esac
 }
