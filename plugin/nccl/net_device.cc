@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "core/config.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
+#include "topology/link_speed.hpp"
 #include "topology/topology.hpp"
 #include "transport/provider.hpp"
 
@@ -36,26 +38,11 @@ std::string deviceNameOf(const std::string& domain) {
   return domain;
 }
 
-int readInt(const std::string& path, int fallback) {
-  std::ifstream in(path);
-  long v = 0;
-  if (in >> v && v > 0 && v < INT_MAX) return static_cast<int>(v);
-  return fallback;
-}
-
-// Mbps: the Ethernet link speed, or an InfiniBand/EFA port's rate ("100 Gb/sec (4X EDR)").
+// NCCL wants a speed for every device; virtual links (lo, veth, shm) report none, and NCCL
+// only compares NICs with each other.
 int linkSpeedMbps(const std::string& dev) {
-  int mbps = readInt("/sys/class/net/" + dev + "/speed", 0);
-  if (mbps > 0) return mbps;
-  const int gbps = readInt("/sys/class/infiniband/" + dev + "/ports/1/rate", 0);
-  if (gbps > 0) return gbps * 1000;
-  return 10000;  // virtual links (lo, veth, shm) report none; NCCL only compares NICs
-}
-
-uint64_t hashString(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+  const double mbits = topo::nicMbits(dev);
+  return mbits > 0 ? static_cast<int>(mbits) : 10000;
 }
 
 // The PCI function under the NIC named `dev`, from the host topology (hwloc).
@@ -106,8 +93,8 @@ NetDevice::NetDevice(int index, std::unique_ptr<transport::Endpoint> endpoint)
   properties_.pciPath = pciPathOf(dev);
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  properties_.guid = hashString(properties_.pciPath.empty() ? std::string(host) + "/" + domain
-                                                            : properties_.pciPath);
+  properties_.guid = core::fnv1a64(properties_.pciPath.empty() ? std::string(host) + "/" + domain
+                                                               : properties_.pciPath);
   properties_.ptrSupport = NCCL_PTR_HOST;  // plus CUDA once ptrSupport() decided
   std::string noHmem;
   hmem_ = endpoint_->supportsHmem(noHmem);

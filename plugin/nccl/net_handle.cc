@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sharc/error.hpp>
 
+#include "core/hash.hpp"
+
 namespace sharc::nccl {
 namespace {
 
@@ -48,18 +50,6 @@ struct WireAccept {
 };
 static_assert(sizeof(WireAccept) == kAcceptReplyBytes);
 
-uint32_t fnv1a(const void* data, size_t n) {
-  uint32_t h = 2166136261u;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
-
-uint64_t fnv1a64(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 std::string readFirstLine(const char* path) {
   std::ifstream in(path);
   std::string line;
@@ -76,8 +66,8 @@ std::string pidNamespace() {
 }  // namespace
 
 uint64_t localHostId() {
-  static const uint64_t host =
-      fnv1a64(pidNamespace(), fnv1a64(readFirstLine("/proc/sys/kernel/random/boot_id")));
+  static const uint64_t host = core::fnv1a64(
+      pidNamespace(), core::fnv1a64(readFirstLine("/proc/sys/kernel/random/boot_id")));
   return host;
 }
 
@@ -104,7 +94,7 @@ void encodeHandle(const ListenHandle& handle, void* out) {
   w.host = handle.owner.host;
   w.pid = handle.owner.pid;
   std::memcpy(w.address, handle.address.data(), handle.address.size());
-  w.checksum = fnv1a(&w, sizeof(w));
+  w.checksum = core::fnv1a32(&w, sizeof(w));
   std::memcpy(out, &w, sizeof(w));
 }
 
@@ -123,7 +113,7 @@ ListenHandle decodeHandle(const void* in) {
                                              std::to_string(kMaxHandleAddress));
   const uint32_t sum = w.checksum;
   w.checksum = 0;
-  if (fnv1a(&w, sizeof(w)) != sum)
+  if (core::fnv1a32(&w, sizeof(w)) != sum)
     throw Error(Result::InvalidArgument, "listen handle checksum mismatch (corrupted handle)");
   ListenHandle h;
   h.address.assign(w.address, w.addressBytes);

@@ -10,6 +10,7 @@
 #include "communicator_impl.hpp"
 #include "core/config.hpp"
 #include "core/fault_plan.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
 #include "factory.hpp"
 #include "topology/nic_mapping.hpp"
@@ -243,10 +244,8 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   // same on all ranks of this world, different for another job or another init).
   engine->world.rank = rank;
   engine->world.size = size;
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a
-  for (const std::string& a : addresses)
-    for (const char ch : a + '\n')
-      hash = (hash ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  uint64_t hash = core::kFnv1a64Basis;
+  for (const std::string& a : addresses) hash = core::fnv1a64(a + '\n', hash);
   char keyText[17];
   std::snprintf(keyText, sizeof(keyText), "%016llx", static_cast<unsigned long long>(hash));
   engine->world.key = keyText;

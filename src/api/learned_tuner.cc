@@ -19,6 +19,7 @@
 
 #include "communicator_impl.hpp"
 #include "core/collective.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
 
 namespace sharc::detail {
@@ -58,10 +59,8 @@ double median(std::vector<double> v) {
 // A 48-bit hash of the shape and its plans: exact as a double, so that the ranks can check
 // with the max-reduction itself that they explored the same plans.
 double plansHash(uint64_t key, const std::vector<LearnedPlan>& plans) {
-  uint64_t h = 1469598103934665603ull;
-  const auto mix = [&h](uint64_t x) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((x >> (8 * i)) & 0xff)) * 1099511628211ull;
-  };
+  uint64_t h = core::kFnv1a64Basis;
+  const auto mix = [&h](uint64_t x) { h = core::fnv1a64Word(x, h); };
   mix(key);
   for (const LearnedPlan& p : plans) {
     mix(static_cast<uint64_t>(p.algorithm));

@@ -21,6 +21,7 @@
 #include "bootstrap/bootstrap.hpp"
 #include "bootstrap/socket.hpp"
 #include "core/config.hpp"
+#include "core/hash.hpp"
 #include "core/log.hpp"
 
 namespace sharc::bootstrap {
@@ -39,24 +40,6 @@ uint64_t get(const char* p, int bytes) {
   for (int i = 0; i < bytes; ++i)
     v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
-}
-
-uint32_t fnv1a32(const char* p, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 16777619u;
-  }
-  return h;
-}
-
-uint64_t fnv1a64(uint64_t h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // splitmix64's finaliser: spreads FNV's weak high bits over the whole word.
@@ -122,7 +105,7 @@ UniqueId encodeUniqueId(const RootAddress& root) {
   put(p + 8, root.port, 2);
   std::memcpy(p + 12, addr, 16);
   put(p + 28, root.token, 8);
-  put(p + kChecksumOffset, fnv1a32(p, kChecksumOffset), 4);
+  put(p + kChecksumOffset, core::fnv1a32(p, kChecksumOffset), 4);
   return id;
 }
 
@@ -135,7 +118,7 @@ RootAddress decodeUniqueId(const UniqueId& id) {
   }
   const auto family = static_cast<unsigned char>(p[6]);
   if (family != 4 && family != 6) badId("bad address family " + std::to_string(family));
-  if (get(p + kChecksumOffset, 4) != fnv1a32(p, kChecksumOffset)) badId("checksum mismatch");
+  if (get(p + kChecksumOffset, 4) != core::fnv1a32(p, kChecksumOffset)) badId("checksum mismatch");
   if (p[7] != 0 || get(p + 10, 2) != 0) badId("non-zero reserved bytes");
   if (family == 4) {
     for (int i = 16; i < 28; ++i) {
@@ -214,16 +197,16 @@ std::string localAdvertiseAddress() {
 
 uint64_t environmentToken(const std::string& rootHostPort, int worldSize,
                           const std::string& extraSecret) {
-  uint64_t h = 14695981039346656037ull;
+  uint64_t h = core::kFnv1a64Basis;
   // Each field is length-prefixed so that ("ab", "c") and ("a", "bc") hash differently.
   const uint64_t len1 = rootHostPort.size();
-  h = fnv1a64(h, &len1, sizeof(len1));
-  h = fnv1a64(h, rootHostPort.data(), rootHostPort.size());
+  h = core::fnv1a64(&len1, sizeof(len1), h);
+  h = core::fnv1a64(rootHostPort.data(), rootHostPort.size(), h);
   const int64_t size = worldSize;
-  h = fnv1a64(h, &size, sizeof(size));
+  h = core::fnv1a64(&size, sizeof(size), h);
   const uint64_t len2 = extraSecret.size();
-  h = fnv1a64(h, &len2, sizeof(len2));
-  h = fnv1a64(h, extraSecret.data(), extraSecret.size());
+  h = core::fnv1a64(&len2, sizeof(len2), h);
+  h = core::fnv1a64(extraSecret.data(), extraSecret.size(), h);
   const uint64_t token = mix64(h);
   return token != 0 ? token : 1;
 }

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "core/hash.hpp"
+
 namespace sharc::gpu {
 
 uint64_t localHostId() {
@@ -14,9 +16,7 @@ uint64_t localHostId() {
     std::string bootId;
     std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
     const std::string text = std::string(host) + "/" + bootId;
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-    return h;
+    return core::fnv1a64(text);
   }();
   return id;
 }

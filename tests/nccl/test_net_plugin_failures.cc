@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "core/hash.hpp"
 #include "net_fixture.hpp"
 
 namespace sharc::testing::nccl {
@@ -220,8 +221,7 @@ TEST_P(NetPluginFailure, PeerOnAnotherHostDiesWhileSending) {
 constexpr size_t kAddressLengthAt = 6, kChecksumAt = 28;
 void resealHandle(std::array<char, NCCL_NET_HANDLE_MAXSIZE>& h) {
   std::memset(h.data() + kChecksumAt, 0, 4);
-  uint32_t sum = 2166136261u;
-  for (char c : h) sum = (sum ^ static_cast<unsigned char>(c)) * 16777619u;
+  const uint32_t sum = core::fnv1a32(h.data(), h.size());
   std::memcpy(h.data() + kChecksumAt, &sum, 4);
 }
 
