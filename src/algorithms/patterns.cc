@@ -26,6 +26,13 @@ int ceilLog2(int n) {
   return k;
 }
 
+int ringSendPeer(int rank, int n) {
+  return mod(rank + 1, n);
+}
+int ringRecvPeer(int rank, int n) {
+  return mod(rank - 1, n);
+}
+
 int ringAllGatherSendBlock(int rank, int n, int step) {
   return mod(rank - step, n);
 }

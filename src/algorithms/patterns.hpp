@@ -30,6 +30,9 @@ int floorPowerOfTwo(int n);
 int ceilLog2(int n);
 
 // ---- ring ------------------------------------------------------------------------------
+/// Ring AllGather and ReduceScatter: every step, rank sends to rank+1 and receives from rank-1.
+int ringSendPeer(int rank, int n);
+int ringRecvPeer(int rank, int n);
 /// AllGather ring, step s in [0, n-1): rank sends block (rank - s) to rank+1 and receives
 /// block (rank - s - 1) from rank-1.
 int ringAllGatherSendBlock(int rank, int n, int step);

@@ -10,10 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/cost_model.hpp"
 #include "algorithms/patterns.hpp"
 #include "algorithms/tuner.hpp"
-#include "algorithms/tuner_hier.hpp"
-#include "algorithms/tuner_model.hpp"
 #include "core/collective.hpp"
 #include "core/config.hpp"
 
