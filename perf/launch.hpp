@@ -1,4 +1,5 @@
-// -N: run several ranks of the benchmark on this host as forked child processes.
+// -N: run several ranks of the benchmark on this host as forked child processes (the shared
+// launcher, tools/launcher/launcher.hpp).
 #pragma once
 
 #include <functional>
@@ -8,9 +9,6 @@ namespace sharc::perf {
 /// Exit status of a rank that finished the benchmark but found wrong results: the launcher
 /// reports it but, unlike a crash, does not stop the other ranks for it.
 inline constexpr int kExitCheckFailed = 3;
-
-/// Picks a free TCP port on 127.0.0.1 (binds port 0 and releases it). Throws on failure.
-int pickFreeLoopbackPort();
 
 /// Forks `nranks` children; child r gets SHARC_ROOT=127.0.0.1:PORT, SHARC_RANK=r and
 /// SHARC_WORLD_SIZE=nranks in its environment (torchrun's and Open MPI's rank variables

@@ -1,6 +1,7 @@
-// Runs a test body as N real processes (fork), one per rank, and reports every rank's failure
-// to the parent's gtest. Ranks rendezvous through the environment (SHARC_ROOT on a free
-// loopback port, rank 0 serving) or through a UniqueId made by the parent.
+// Runs a test body as N real processes (fork, through the shared launcher in
+// tools/launcher/launcher.hpp), one per rank, and reports every rank's failure to the parent's
+// gtest. Ranks rendezvous through the environment (SHARC_ROOT on a free loopback port, rank 0
+// serving) or through a UniqueId made by the parent.
 #pragma once
 
 #include <chrono>
@@ -9,12 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "launcher.hpp"
+
 namespace sharc::testing {
 
 enum class Rendezvous { Environment, UniqueIdFromParent };
 
 struct RunOptions {
-  std::chrono::seconds timeout{180};       ///< the parent kills every rank after this
+  /// The parent stops every rank after this (SIGTERM, SIGKILL 3 s later); a rank that fails
+  /// (and is not in mayFail) stops the others at once.
+  std::chrono::seconds timeout{180};
   std::map<std::string, std::string> env;  ///< extra environment for the ranks
   Rendezvous rendezvous = Rendezvous::Environment;
   /// Ranks that are expected to exit with a failure (e.g. a rank told to die); others must pass.
@@ -37,11 +42,11 @@ struct RankContext {
 };
 
 /// Forks `n` ranks running `body`; an exception or gtest failure in a rank fails the test with
-/// the rank's message. Returns the exit status of each rank.
+/// the rank's message. Returns the wait status of each rank (-1: never started).
 std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& body,
                           const RunOptions& options = {});
 
 /// A free TCP port on 127.0.0.1 (bound then released).
-int freeLoopbackPort();
+using launcher::freeLoopbackPort;
 
 }  // namespace sharc::testing
