@@ -6,14 +6,13 @@
 //   sharc_soak --ranks 4 --small 100000 --large 1000     (launcher: starts the ranks itself)
 //   sharc_soak --as-rank ...                             (one rank of a job from the environment)
 //
-// The launcher re-executes this program once per rank with SHARC_ROOT, SHARC_RANK and
-// SHARC_WORLD_SIZE set; each rank joins with Communicator::createFromEnvironment().
+// The launcher (tools/launcher) re-executes this program once per rank with SHARC_ROOT,
+// SHARC_RANK and SHARC_WORLD_SIZE set; each rank joins with
+// Communicator::createFromEnvironment().
 #include <dirent.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,10 +24,9 @@
 #include <sharc/communicator.hpp>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "multiprocess.hpp"  // freeLoopbackPort
+#include "launcher.hpp"
 #include "soak_check.hpp"
 #include "soak_sampler.hpp"
 
@@ -332,7 +330,6 @@ int launch(const Options& o, char** argv) {
   setenv("FI_TCP_IFACE", "lo", 0);
   setenv("SHARC_SOCKET_IFNAME", "lo", 0);
   setenv("SHARC_TIMEOUT_MS", "60000", 0);
-  const int port = sharc::testing::freeLoopbackPort();
   std::vector<std::string> args;
   for (char** a = argv; *a; ++a) args.emplace_back(*a);
   args.emplace_back("--as-rank");
@@ -345,50 +342,27 @@ int launch(const Options& o, char** argv) {
     args.emplace_back("--trace-socket");
     args.emplace_back(socketDir);
   }
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.ranks; ++r) {
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error("fork failed");
-    if (pid == 0) {
-      setenv("SHARC_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-      setenv("SHARC_RANK", std::to_string(r).c_str(), 1);
-      setenv("SHARC_WORLD_SIZE", std::to_string(o.ranks).c_str(), 1);
-      std::vector<char*> cargs;
-      for (auto& s : args) cargs.push_back(s.data());
-      cargs.push_back(nullptr);
-      execv("/proc/self/exe", cargs.data());
-      std::perror("execv /proc/self/exe");
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.deadlineS);
-  std::vector<int> status(pids.size(), -1);
-  size_t left = pids.size();
-  bool hung = false;
-  while (left > 0) {
-    for (size_t r = 0; r < pids.size(); ++r) {
-      int st = 0;
-      if (status[r] == -1 && waitpid(pids[r], &st, WNOHANG) == pids[r]) {
-        status[r] = st;
-        --left;
-      }
-    }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
-      hung = true;
-      for (size_t r = 0; r < pids.size(); ++r)
-        if (status[r] == -1) {
-          kill(pids[r], SIGKILL);
-          waitpid(pids[r], &status[r], 0);
-        }
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  // The shared launcher (tools/launcher): each rank re-executes this program. A failed rank
+  // does not stop the others: each prints its own findings.
+  sharc::launcher::Options lo;
+  lo.timeout = std::chrono::seconds(o.deadlineS);
+  lo.stopOnFailure = false;
+  const sharc::launcher::Result result = sharc::launcher::run(
+      o.ranks,
+      [&](int) {
+        std::vector<char*> cargs;
+        for (auto& s : args) cargs.push_back(s.data());
+        cargs.push_back(nullptr);
+        execv("/proc/self/exe", cargs.data());
+        std::perror("execv /proc/self/exe");
+        return 127;
+      },
+      lo);
   int failed = 0;
-  for (size_t r = 0; r < pids.size(); ++r)
-    if (!WIFEXITED(status[r]) || WEXITSTATUS(status[r]) != 0) {
-      std::printf("soak: rank %zu failed (wait status %d)\n", r, status[r]);
+  for (size_t r = 0; r < result.ranks.size(); ++r)
+    if (!result.ranks[r].exitedZero()) {
+      std::printf("soak: rank %zu failed (it %s)\n", r,
+                  sharc::launcher::describeStatus(result.ranks[r].status).c_str());
       ++failed;
     }
   if (!socketDir.empty()) {
@@ -399,7 +373,8 @@ int launch(const Options& o, char** argv) {
     }
     rmdir(socketDir.c_str());
   }
-  if (hung) std::printf("soak: ranks still running after %d s: killed (a hang)\n", o.deadlineS);
+  if (result.timedOut)
+    std::printf("soak: ranks still running after %d s: killed (a hang)\n", o.deadlineS);
   std::printf("soak: %s\n", failed ? "FAILED" : "PASSED");
   return failed ? 1 : 0;
 }
