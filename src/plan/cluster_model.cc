@@ -1,11 +1,10 @@
 #include "cluster_model.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "algorithms/patterns.hpp"
+#include "algorithms/cost_model.hpp"
 #include "core/collective.hpp"
 #include "sharc/error.hpp"
 
@@ -14,16 +13,6 @@ algo::AlgorithmOverride forcedAlgorithm(Collective c, const std::string& algorit
   if (algorithm.empty()) return {};
   return algo::AlgorithmOverride::parse(core::collectiveKey(c) + ":" + algorithm);
 }
-
-namespace {
-
-int ceilLog2(int x) {
-  int k = 0;
-  while ((1 << k) < x) ++k;
-  return k;
-}
-
-}  // namespace
 
 const char* collectiveName(Collective c) {
   return core::collectiveToolName(c);
@@ -139,73 +128,11 @@ Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t 
   return predictGroup(cl, nodes, cl.ranksPerNode, 1, c, bytes, algorithm);
 }
 
-namespace {
-
-// The busiest node's fabric bytes over steps in which every rank r sends x(step) bytes to
-// peer(step, r), as the tuner's Model::step counts them (ranks numbered node by node).
-template <class Peer, class Size>
-double stepBytes(int n, int L, int steps, Peer peer, Size x) {
-  double total = 0;
-  std::vector<double> out(static_cast<size_t>(n / L), 0);
-  for (int k = 0; k < steps; ++k) {
-    std::fill(out.begin(), out.end(), 0.0);
-    for (int r = 0; r < n; ++r) {
-      const int q = peer(k, r);
-      if (q == r || q < 0 || q >= n || q / L == r / L) continue;
-      out[static_cast<size_t>(r / L)] += x(k);
-    }
-    total += *std::max_element(out.begin(), out.end());
-  }
-  return total;
-}
-
-int countBits(int n, int bit) {
-  int c = 0;
-  for (int j = 0; j < n; ++j) c += (j >> bit) & 1;
-  return c;
-}
-
-}  // namespace
-
-double interNodeBytesPerNode(const std::string& a, Collective c, double bytes, int N, int L) {
-  if (N <= 1) return 0;
-  const int n = N * L;
-  const double times = c == Collective::AllReduce ? 2.0 : 1.0;
-  if (a == "hierarchical") return times * bytes * (N - 1) / N;
-  if (a == "ring") return times * bytes * (n - 1) / n;  // one edge out of a node per step
-  const double m = bytes / n;  // one rank's block (AllReduce: of the vector split n ways)
-  const int logN = ceilLog2(n);
-  if (a == "direct") return static_cast<double>(L) * (n - L) * m;
-  if (a == "recursive_doubling") {
-    if (c == Collective::AllGather)
-      return stepBytes(
-          n, L, logN, [](int k, int r) { return r ^ (1 << k); },
-          [m](int k) { return (1 << k) * m; });
-    if (c == Collective::ReduceScatter)
-      return stepBytes(
-          n, L, logN, [n](int k, int r) { return r ^ ((n >> 1) >> k); },
-          [m, n](int k) { return ((n >> 1) >> k) * m; });
-    // AllReduce: whole vectors to r^d, and a last ring step off a power of two.
-    double t = stepBytes(
-        n, L, logN, [n](int k, int r) { return (r ^ (1 << k)) < n ? (r ^ (1 << k)) : r; },
-        [bytes](int) { return bytes; });
-    if (!algo::isPowerOfTwo(n))
-      t += stepBytes(
-          n, L, 1, [n](int, int r) { return algo::mod(r + 1, n); }, [bytes](int) { return bytes; });
-    return t;
-  }
-  if (a == "bruck") {
-    if (c == Collective::AllGather)
-      return stepBytes(
-          n, L, logN, [n](int k, int r) { return algo::mod(r - (1 << k), n); },
-          [m, n](int k) { return std::min(1 << k, n - (1 << k)) * m; });
-    return stepBytes(
-        n, L, logN, [n](int k, int r) { return algo::mod(r + (1 << k), n); },
-        [m, n](int k) { return countBits(n, k) * m; });
-  }
+double interNodeBytesPerNode(algo::Algorithm a, Collective c, double bytes, int N, int L) {
+  if (const auto b = algo::model::fabricBytesPerNode(c, a, bytes, N, L)) return *b;
   throw Error(Result::InvalidArgument,
-              "plan: no fabric pattern for algorithm '" + a + "' on " + std::to_string(N) +
-                  " nodes (expected ring, hierarchical, recursive_doubling, bruck or direct)");
+              std::string("plan: no fabric pattern for algorithm '") + algo::algorithmName(a) +
+                  "' (expected ring, hierarchical, recursive_doubling, bruck or direct)");
 }
 
 }  // namespace sharc::plan

@@ -31,10 +31,10 @@ Prediction predictGroup(const Cluster& cluster, int nodes, int ranksPerNode, int
                         Collective c, size_t bytes, const std::string& algorithm = "");
 
 /// Bytes the busiest node sends over the fabric for `c` of `bytes` (as in Prediction::bytes)
-/// run with `algorithm` (algo::algorithmName) on `nodes` x `ranksPerNode` ranks numbered
-/// node by node, from the algorithm's pattern: ring (n-1)/n of the data per node
-/// (AllReduce twice), hierarchical (N-1)/N, the log-step ones step by step.
-double interNodeBytesPerNode(const std::string& algorithm, Collective c, double bytes, int nodes,
+/// run with `a` on `nodes` x `ranksPerNode` ranks numbered node by node: the cost model's
+/// (algo::model::fabricBytesPerNode). Throws sharc::Error for an algorithm without a fabric
+/// pattern (the single-copy and tree forms).
+double interNodeBytesPerNode(algo::Algorithm a, Collective c, double bytes, int nodes,
                              int ranksPerNode);
 
 }  // namespace sharc::plan

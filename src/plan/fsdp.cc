@@ -84,6 +84,13 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw Error(Result::InvalidArgument, "plan fsdp: " + what);
 }
 
+// The algorithm a prediction names (the one name table, core/algorithm.hpp).
+algo::Algorithm algorithmOf(const Prediction& p) {
+  const auto a = algo::parseAlgorithm(p.algorithm);
+  check(a.has_value(), "no algorithm named '" + p.algorithm + "'");
+  return *a;
+}
+
 std::string gib(double bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1u << 30));
@@ -203,9 +210,9 @@ std::vector<FsdpCandidate> planFsdp(const ModelSpec& m, const Cluster& cl, int n
           c.reduceScatterUs += u.count * rs.predictedUs;
           c.interNodeBytesPerNode +=
               shardSharing * u.count *
-              (2 * interNodeBytesPerNode(ag.algorithm, Collective::AllGather, gathered,
+              (2 * interNodeBytesPerNode(algorithmOf(ag), Collective::AllGather, gathered,
                                          shardG.nodes, shardG.perNode) +
-               interNodeBytesPerNode(rs.algorithm, Collective::ReduceScatter, gathered,
+               interNodeBytesPerNode(algorithmOf(rs), Collective::ReduceScatter, gathered,
                                      shardG.nodes, shardG.perNode));
           if (u.params == largestUnit) {
             c.allGatherAlgorithm = ag.algorithm;
@@ -217,7 +224,7 @@ std::vector<FsdpCandidate> planFsdp(const ModelSpec& m, const Cluster& cl, int n
           const Prediction& ar = predict(repG, Collective::AllReduce, piece);
           c.allReduceUs += u.count * ar.predictedUs;
           c.interNodeBytesPerNode += repSharing * u.count *
-                                     interNodeBytesPerNode(ar.algorithm, Collective::AllReduce,
+                                     interNodeBytesPerNode(algorithmOf(ar), Collective::AllReduce,
                                                            piece, repG.nodes, repG.perNode);
           if (u.params == largestUnit) c.allReduceAlgorithm = ar.algorithm;
         }

@@ -156,22 +156,32 @@ TEST(PlanCollective, GroupsSharingANodeSplitItsFabric) {
 
 // Fabric bytes of one node, counted by hand for 2 nodes x 4 ranks (n = 8, block m = S / 8).
 TEST(PlanCollective, InterNodeBytesOfEachPattern) {
+  using algo::Algorithm;
   const double S = 8e6, m = S / 8;
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("ring", Collective::AllGather, S, 2, 4), 7 * m);
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("ring", Collective::AllReduce, S, 2, 4), 14 * m);
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("hierarchical", Collective::ReduceScatter, S, 2, 4),
-                   S / 2);
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("hierarchical", Collective::AllReduce, S, 2, 4), S);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Ring, Collective::AllGather, S, 2, 4), 7 * m);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Ring, Collective::AllReduce, S, 2, 4), 14 * m);
+  EXPECT_DOUBLE_EQ(
+      interNodeBytesPerNode(Algorithm::Hierarchical, Collective::ReduceScatter, S, 2, 4), S / 2);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Hierarchical, Collective::AllReduce, S, 2, 4),
+                   S);
   // Recursive doubling: only the distance-4 step crosses; 4 ranks send 4 blocks each.
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("recursive_doubling", Collective::AllGather, S, 2, 4),
-                   16 * m);
+  EXPECT_DOUBLE_EQ(
+      interNodeBytesPerNode(Algorithm::RecursiveDoubling, Collective::AllGather, S, 2, 4), 16 * m);
   // Bruck: distance 1 (rank 0 -> 7: 1 block), 2 (ranks 0,1: 2 blocks each), 4 (all 4: 4).
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("bruck", Collective::AllGather, S, 2, 4),
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Bruck, Collective::AllGather, S, 2, 4),
                    (1 + 2 * 2 + 4 * 4) * m);
+  // Reversed Bruck, its mirror: distance 4 (all 4 ranks: 4 blocks), 2 (ranks 2,3: 2), 1 (3: 1).
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Bruck, Collective::ReduceScatter, S, 2, 4),
+                   (4 * 4 + 2 * 2 + 1) * m);
   // Direct: each of the 4 ranks sends its block to the 4 ranks of the other node.
-  EXPECT_DOUBLE_EQ(interNodeBytesPerNode("direct", Collective::AllGather, S, 2, 4), 16 * m);
-  EXPECT_EQ(interNodeBytesPerNode("ring", Collective::AllGather, S, 1, 8), 0);
-  EXPECT_THROW(interNodeBytesPerNode("nonsense", Collective::AllGather, S, 2, 4), Error);
+  EXPECT_DOUBLE_EQ(interNodeBytesPerNode(Algorithm::Direct, Collective::AllGather, S, 2, 4),
+                   16 * m);
+  EXPECT_EQ(interNodeBytesPerNode(Algorithm::Ring, Collective::AllGather, S, 1, 8), 0);
+  EXPECT_THROW(interNodeBytesPerNode(Algorithm::DirectRead, Collective::AllGather, S, 2, 4), Error);
+  // 3 nodes x 2 ranks, recursive doubling AllReduce among the first 4: ranks 4,5 fold into
+  // 0,1 (node 2 sends 2 vectors), distance 2 crosses (node 0: 2), 0,1 send the result back (2).
+  EXPECT_DOUBLE_EQ(
+      interNodeBytesPerNode(Algorithm::RecursiveDoubling, Collective::AllReduce, S, 3, 2), 6 * S);
 }
 
 // sharc-plan's largest sweep stays interactive: 1,024 nodes x 8 ranks, 15 sizes.
