@@ -34,12 +34,12 @@ struct LinkParams {
 };
 
 /// Where the fabric is half duplex per connection (TunerParams::fabricHalfDuplex): the bytes
-/// of each direction that move together before the two directions take turns; a pair
-/// exchanging x bytes each way holds its connection for max(x, 2x - this) (measured, tcp).
+/// of each direction that move together before the two directions take turns (see
+/// cost_model.hpp, half-duplex turns).
 inline constexpr double kDuplexOverlapBytes = 64 << 10;
 
-/// Parameters of the cost model (see tuner.cc for the formulas and how the defaults were
-/// measured). Keys of SHARC_TUNER_FILE in brackets.
+/// Parameters of the cost model (cost_model.hpp states how each one enters). Keys of
+/// SHARC_TUNER_FILE in brackets.
 struct TunerParams {
   LinkParams local;       ///< [local.alpha_us, local.gbps] ranks of one node
   LinkParams fabric;      ///< [fabric.alpha_us, fabric.gbps] ranks of different nodes
@@ -47,69 +47,46 @@ struct TunerParams {
   double reduceGbps = 1;  ///< [reduce.gbps] reduction kernel, bytes of one input per second
   double stepUs = 0;      ///< [step_us] software overhead of one schedule step or chunk
   int cores = 0;          ///< [cores] CPUs per node (0: this process's affinity mask)
-  /// [local.cache_gbps] shared-memory messages small enough for the FIFO (1 MiB) stay in
-  /// cache; larger ones stream at local.gbps (divided by the oversubscription: sender and
-  /// receiver must both be running for a FIFO to move).
+  /// [local.cache_gbps] local messages that fit one FIFO slot, which stay in cache.
   double localCacheGbps = 1;
   /// [switch_us] with more local ranks than cores, what each round of local messages adds
-  /// per rank sharing a core (the peers must be scheduled in turn).
+  /// per rank sharing a core.
   double switchUs = 0;
   /// Where `fabric` came from: "built-in", "sysfs: ..." or "SHARC_NIC_MBITS: ..." (NIC line
   /// rate, see fromConfig), "SHARC_TUNER_FILE" once the file sets it.
   std::string fabricSource = "built-in";
-  /// [fabric.half_duplex] 1: a connection between two ranks moves both directions together
-  /// only for the first kDuplexOverlapBytes of each, then one at a time, so a pair that
-  /// exchanges x bytes each way across nodes (recursive doubling, a 2-rank ring, direct,
-  /// hierarchical's two-way pairs) holds it for max(x, 2x - 64 KiB). Measured for tcp
-  /// (libfabric tcp;ofi_rxm) on the emulated cluster (HTB-shaped links), 1 rank on each of 2
-  /// nodes, recursive doubling at 100 and 200 Mbit/s, 32 KiB-4 MiB each way: 1.0, 1.1, 1.5,
-  /// 1.8, 1.9 and 1.9 times the one-way time; each connection one way (a ring of 4 nodes) runs
-  /// at the wire time. defaults() and fromConfig set it unless the provider is efa; a
-  /// default-constructed TunerParams (sharc-plan's clusters) has 0.
+  /// [fabric.half_duplex] 1: a connection between two ranks takes turns between its two
+  /// directions beyond kDuplexOverlapBytes (tcp; see cost_model.hpp, half-duplex turns).
+  /// defaults() and fromConfig set it unless the provider is efa; a default-constructed
+  /// TunerParams (sharc-plan's clusters) has 0.
   bool fabricHalfDuplex = false;
-  /// [cma.gbps] what one rank's single-copy read or write of a peer's buffer moves (cross-
-  /// memory attach pins the peer's pages, then copies); 0: copy.gbps. sharc-perf --calibrate
-  /// measures it where it can: it differs from a memcpy by host (issue 14: a 2-rank 64 MiB
-  /// direct_read ReduceScatter moved ~1.1 GB/s where memcpy runs at 8).
+  /// [cma.gbps] what one rank's single-copy read or write of a peer's buffer moves; 0:
+  /// copy.gbps. Cross-memory attach pins the peer's pages before it copies, so it differs
+  /// from a memcpy by host; sharc-perf --calibrate measures it where it can.
   double cmaGbps = 0;
-  /// The transport moves the bytes by DMA (NICs, NVLink), off the ranks' progress threads:
-  /// a pipelined ring's reductions and posts then overlap its transfers chunk by chunk, a
-  /// whole-block message (recursive doubling, Bruck) lands in place without a receive copy,
-  /// and the hierarchical schedules take the forms the schedule replay
-  /// (src/plan/schedule_sim.hpp, which plays such a transport) checks. 0 (defaults(), and every
-  /// TunerParams unless set): the copies run on the ranks' own cores (tcp's socket copies,
-  /// shared-memory FIFOs), as the reductions do, so they add up: on the 2-core host the additive
-  /// model picks the measured winners (4 ranks, one host, 1-16 MiB AllGather: direct,
-  /// tests/unit/test_tuner.cc), the overlapped one the ring. Not a SHARC_TUNER_FILE key.
+  /// The transport moves the bytes by DMA (NICs, NVLink), off the ranks' progress threads
+  /// (cost_model.hpp, CPU and DMA transports). 0 (defaults(), and every TunerParams unless
+  /// set): the copies run on the ranks' own cores (tcp's socket copies, shared-memory FIFOs),
+  /// as the reductions do. Not a SHARC_TUNER_FILE key.
   bool dmaTransfers = false;
   /// Sends a rank keeps posted at once, the rest queued in the order they became ready: the
-  /// engine's 32 (kMaxPostedSends, schedule.hpp). The hierarchical schedules' forwards and
-  /// partials queue behind a rank's own sends, which is what limits them at large sizes with
-  /// dmaTransfers (tuner_hier_cost.hpp). 0: no limit (a default-constructed TunerParams:
-  /// sharc-plan's clusters until they carry it, and the NCCL backtest, whose algorithms have
-  /// no such queue).
+  /// engine's kMaxPostedSends (schedule.hpp). It limits the hierarchical schedules where DMA
+  /// moves the bytes (cost_model.hpp, Hierarchical). 0: no limit (a default-constructed
+  /// TunerParams, and the NCCL backtest, whose algorithms have no such queue).
   int postedSends = 0;
   /// Share of `fabric.gbps` (the node's fabric, all its NICs) that one rank can drive in each
-  /// direction: a rank stripes only over the NICs placed near it (topology/nic_mapping.hpp:
-  /// R NICs over L ranks, each gets floor(R/L) of them, or L/R ranks share one), so on a p5
-  /// (32 NICs, 8 GPUs) one rank reaches 4/32 of the node's 400 GB/s. A step's fabric time is
-  /// the longer of the node's load at fabric.gbps and the busiest rank's own load at this
-  /// share of it (egress and ingress). 1 (the default): any rank can use the whole link, as
-  /// on this host, where SHARC_NICS names every rank's NICs (tuner_host.cc), and for NCCL's
-  /// rings, which cross nodes on every GPU's NICs at once (one channel per GPU). Not a
-  /// SHARC_TUNER_FILE key.
+  /// direction (cost_model.hpp, Links): a rank stripes only over the NICs placed near it
+  /// (topology/nic_mapping.hpp: R NICs over L ranks, floor(R/L) each, or L/R ranks on one).
+  /// 1 (the default): any rank can use the whole link, as on this host, where SHARC_NICS
+  /// names every rank's NICs (tuner_host.cc), and for NCCL's rings, which cross nodes on
+  /// every GPU's NICs at once. Not a SHARC_TUNER_FILE key.
   double fabricRankShare = 1.0;
-  /// Rails one rank stripes a message over (SHARC_NICS: one endpoint per NIC): a message
-  /// of x bytes is cut into transport::stripePieces(x, fabricRails) pieces, one per rail,
-  /// from 32 KiB on in pieces of at least 16 KiB, so a smaller one moves over the first rail
-  /// alone. 1: one rail.
+  /// Rails one rank stripes a message over (SHARC_NICS: one endpoint per NIC; cost_model.hpp,
+  /// Links). 1: one rail.
   int fabricRails = 1;
-  /// Share of the fabric's rate (the node's and each rank's) that one rail carries: a
-  /// message cut into k pieces moves at min(1, k x this) of it. fromConfig: the first NIC's
-  /// rate over the summed one (SHARC_NICS); sharc-plan's clusters: 1 / fabricRails. Measured
-  /// on the emulated cluster, 2 nodes x 2 ranks on two 200 Mbit/s rails, 64 KiB calls (16 KiB
-  /// messages, one rail): 1.57-1.73x the model that summed both rails for every message.
-  /// Neither is a SHARC_TUNER_FILE key.
+  /// Share of the fabric's rate (the node's and each rank's) that one rail carries.
+  /// fromConfig: the first NIC's rate over the summed one (SHARC_NICS); sharc-plan's
+  /// clusters: 1 / fabricRails. Neither is a SHARC_TUNER_FILE key.
   double fabricRailShare = 1.0;
 
   /// The defaults measured on the project's 2-core machine.
@@ -122,9 +99,8 @@ struct TunerParams {
   std::string toText() const;
 };
 
-/// How many times its bytes' time a message of `bytes` takes on the fabric (the node's and
-/// the rank's rate) where it is cut into fewer pieces than `p` has rails: 1 / min(1, pieces x
-/// fabricRailShare), pieces = transport::stripePieces(bytes, fabricRails). 1 on one rail.
+/// How many times its bytes' time a message of `bytes` takes on the fabric where it is cut
+/// into fewer pieces than `p` has rails (cost_model.hpp, Links). 1 on one rail.
 inline double railScale(const TunerParams& p, double bytes) {
   if (p.fabricRails <= 1 || p.fabricRailShare >= 1) return 1.0;
   const auto pieces =

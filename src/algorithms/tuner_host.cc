@@ -12,20 +12,17 @@ namespace {
 
 // Payload share of a tcp link busy both ways: each direction carries 1514-byte frames of
 // 1448 payload bytes (MTU 1500, timestamps) and one 66-byte ACK per two frames of the other
-// direction's data: 2*1448 / (2*1514 + 66) = 0.936 of the line rate. The kernel's own TCP
-// moved 184 of 200 Mbit/s each way (0.92) on the emulated link, one way 192 (0.96).
+// direction's data: 2*1448 / (2*1514 + 66) = 0.936 of the line rate.
 constexpr double kTcpGoodput = 2 * 1448.0 / (2 * 1514.0 + 66.0);
 
 }  // namespace
 
 // The fabric link as the host describes it.
-// tcp: kTcpGoodput of the line rate (collectives keep both directions busy); its alpha is
-// the unshaped veth ping-pong of the defaults
-// (tuner.cc). Over a fast link the tcp provider is limited by the copies of its progress
-// thread instead: the defaults' 1.8 GB/s, measured unshaped on the 2-core host.
+// tcp: kTcpGoodput of the line rate (collectives keep both directions busy) and the defaults'
+// alpha (tuner.cc). Over a fast link the tcp provider is limited by the copies of its progress
+// thread instead: the defaults' rate, which caps it.
 // efa: the line rate as is (what a transfer reaches of it is the efficiency that the backtest
-// fits per instance type) and the latency aws-ofi-nccl reports to NCCL for p4d/p5, 75 us
-// (NCCL constants in the project reference notes on published EFA numbers).
+// fits per instance type) and the latency aws-ofi-nccl reports to NCCL for p4d/p5, 75 us.
 LinkParams hostFabric(const core::Config& config, std::string* source, double* railShare) {
   const bool efa = config.provider == "efa";
   const std::vector<std::string> nics = !config.nics.empty() ? config.nics
