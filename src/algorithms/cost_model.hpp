@@ -153,6 +153,7 @@
 #include <cmath>
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -321,21 +322,41 @@ class Model {
   HierCpuTerms hierCpuTerms(double m, double nodeBlocks, double rankBlocks, int phases) const;
   void hierarchicalDma(Cost& k, double m, bool reduce) const;
 
+  // Buffers the log-step chain reuses across its steps and passes: the planner asks about
+  // thousands of ranks, and allocations dominate under the sanitizers.
+  struct LogScratch {
+    std::vector<double> t0, lat0, post0, red0, outDone, inDone, outFree, inFree, rankOutFree,
+        rankInFree;
+    // logPass(): the crossing senders of a step, node by node (egress[egressFirst[i]..])
+    std::vector<size_t> egressFirst, ingressFirst, egressNext, ingressNext;
+    std::vector<int> egress, ingress;
+    std::vector<std::pair<double, int>> active;  // share(): bytes left, sender
+    // fairShares(): each rank's messages (start, bytes) and their (step, sender), rank by rank
+    std::vector<size_t> outFirst, inFirst, outNext, inNext;
+    std::vector<std::pair<double, double>> outMsg, inMsg;
+    std::vector<std::pair<size_t, int>> outId, inId;
+    // fairEnds()
+    std::vector<double> end, left;
+    std::vector<size_t> order, fair;
+  };
+
   // The log-step chain's pieces (cost_model_steps.cc).
   void pipeline(Cost& k, double x, double perByte, bool reduce) const;
-  void share(std::vector<int>& senders, const std::vector<double>& t, double x,
-             std::vector<double>& done, double& free) const;
-  static std::vector<double> fairEnds(const std::vector<std::pair<double, double>>& msgs,
-                                      double perByte);
+  void share(std::span<int> senders, const std::vector<double>& t, double x,
+             std::vector<double>& done, double& free,
+             std::vector<std::pair<double, int>>& active) const;
+  static void fairEnds(const std::pair<double, double>* msgs, size_t k, double perByte,
+                       LogScratch& s);
   void fairShares(const std::vector<LogStep>& steps,
                   const std::vector<std::vector<double>>& startAt,
                   std::vector<std::vector<double>>& outTook,
-                  std::vector<std::vector<double>>& inTook) const;
+                  std::vector<std::vector<double>>& inTook, LogScratch& s) const;
   void logPass(Cost& k, const std::vector<LogStep>& steps,
                const std::vector<std::vector<double>>* outTook,
                const std::vector<std::vector<double>>* inTook,
                std::vector<std::vector<double>>& startAt, std::vector<double>& t,
-               std::vector<double>& lat, std::vector<double>& post, std::vector<double>& red) const;
+               std::vector<double>& lat, std::vector<double>& post, std::vector<double>& red,
+               LogScratch& s) const;
 
   const TunerParams& p_;
   int n_ = 1, nodes_ = 1, maxLocal_ = 1, hierRankBlocks_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -106,12 +107,13 @@ void Model::step(Cost& k, const StepPeers& peers, double x, bool reduce, bool ch
 // Processor sharing on one node's NICs: the messages of `senders` (x bytes each, posted at
 // their sender's t + s) share its rate equally, each at most at its rank's own NICs' rate;
 // done[sender] = when each one's last byte is out, `free` when the NICs are idle again.
-void Model::share(std::vector<int>& senders, const std::vector<double>& t, double x,
-                  std::vector<double>& done, double& free) const {
+void Model::share(std::span<int> senders, const std::vector<double>& t, double x,
+                  std::vector<double>& done, double& free,
+                  std::vector<std::pair<double, int>>& active) const {
   if (senders.empty()) return;
   const auto start = [&](int r) { return t[static_cast<size_t>(r)] + p_.stepUs; };
   std::sort(senders.begin(), senders.end(), [&](int a, int b) { return start(a) < start(b); });
-  std::vector<std::pair<double, int>> active;  // bytes left, sender
+  active.clear();  // bytes left, sender
   double now = start(senders[0]);
   // What is still on the NIC from earlier steps goes first, as a whole: the messages that
   // finish last, the ones a chain waits for, are late by all of it.
@@ -155,13 +157,14 @@ void Model::logSteps(Cost& k, const std::vector<LogStep>& steps) const {
   std::vector<std::vector<double>> startAt(steps.size(), std::vector<double>(n, -1));
   std::vector<std::vector<double>> outEnd, inEnd;
   std::vector<double> t, lat, post, red;
+  LogScratch scratch;
   const int passes = rankNics ? 3 : 1;
   for (int pass = 0; pass < passes; ++pass) {
     const bool fair = pass > 0;
-    if (fair) fairShares(steps, startAt, outEnd, inEnd);
+    if (fair) fairShares(steps, startAt, outEnd, inEnd, scratch);
     k.steps -= pass > 0 ? static_cast<int>(steps.size()) : 0;
-    logPass(k, steps, fair ? &outEnd : nullptr, fair ? &inEnd : nullptr, startAt, t, lat, post,
-            red);
+    logPass(k, steps, fair ? &outEnd : nullptr, fair ? &inEnd : nullptr, startAt, t, lat, post, red,
+            scratch);
   }
   const auto last = static_cast<size_t>(std::max_element(t.begin(), t.end()) - t.begin());
   k.latency += lat[last] + post[last];
@@ -169,13 +172,16 @@ void Model::logSteps(Cost& k, const std::vector<LogStep>& steps) const {
   k.transfer += t[last] - lat[last] - post[last] - red[last];
 }
 
-// Fair sharing of one link (us per byte `perByte`) among messages (start, bytes): when each
-// one's last byte is through.
-std::vector<double> Model::fairEnds(const std::vector<std::pair<double, double>>& msgs,
-                                    double perByte) {
-  const size_t k = msgs.size();
-  std::vector<double> end(k, 0), left(k);
-  std::vector<size_t> order(k), active;
+// Fair sharing of one link (us per byte `perByte`) among the k messages (start, bytes) of
+// `msgs`: s.end[i] = when message i's last byte is through.
+void Model::fairEnds(const std::pair<double, double>* msgs, size_t k, double perByte,
+                     LogScratch& s) {
+  std::vector<double>&end = s.end, &left = s.left;
+  std::vector<size_t>&order = s.order, &active = s.fair;
+  end.assign(k, 0);
+  left.resize(k);
+  order.resize(k);
+  active.clear();
   for (size_t i = 0; i < k; ++i) order[i] = i, left[i] = msgs[i].second;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return msgs[a].first < msgs[b].first; });
@@ -202,7 +208,6 @@ std::vector<double> Model::fairEnds(const std::vector<std::pair<double, double>>
       }
     }
   }
-  return end;
 }
 
 // Each rank's own NICs, out and in, shared fairly among its crossing messages of every step,
@@ -210,29 +215,51 @@ std::vector<double> Model::fairEnds(const std::vector<std::pair<double, double>>
 void Model::fairShares(const std::vector<LogStep>& steps,
                        const std::vector<std::vector<double>>& startAt,
                        std::vector<std::vector<double>>& outTook,
-                       std::vector<std::vector<double>>& inTook) const {
+                       std::vector<std::vector<double>>& inTook, LogScratch& s) const {
   const auto n = static_cast<size_t>(n_);
   outTook.assign(steps.size(), std::vector<double>(n, 0));
   inTook = outTook;
-  std::vector<std::vector<std::pair<double, double>>> out(n), in(n);
-  std::vector<std::vector<std::pair<size_t, int>>> outId(n), inId(n);  // step, sender
+  // Each rank's messages out and in, in step then sender order, packed rank after rank.
+  s.outFirst.assign(n + 1, 0);
+  s.inFirst.assign(n + 1, 0);
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (int r = 0; r < n_; ++r) {
+      if (startAt[i][static_cast<size_t>(r)] < 0) continue;
+      ++s.outFirst[static_cast<size_t>(r) + 1];
+      ++s.inFirst[static_cast<size_t>(steps[i].peers.to(r)) + 1];
+    }
+  for (size_t r = 0; r < n; ++r) {
+    s.outFirst[r + 1] += s.outFirst[r];
+    s.inFirst[r + 1] += s.inFirst[r];
+  }
+  s.outMsg.resize(s.outFirst[n]);
+  s.outId.resize(s.outFirst[n]);
+  s.inMsg.resize(s.inFirst[n]);
+  s.inId.resize(s.inFirst[n]);
+  s.outNext = s.outFirst;
+  s.inNext = s.inFirst;
   for (size_t i = 0; i < steps.size(); ++i)
     for (int r = 0; r < n_; ++r) {
       const double at = startAt[i][static_cast<size_t>(r)];
       if (at < 0) continue;
       const auto q = static_cast<size_t>(steps[i].peers.to(r));
       const double bytes = steps[i].x * railScale(steps[i].x);  // at the rank's rate
-      out[static_cast<size_t>(r)].push_back({at, bytes});
-      outId[static_cast<size_t>(r)].push_back({i, r});
-      in[q].push_back({at, bytes});
-      inId[q].push_back({i, r});
+      const size_t o = s.outNext[static_cast<size_t>(r)]++, e = s.inNext[q]++;
+      s.outMsg[o] = {at, bytes};
+      s.outId[o] = {i, r};
+      s.inMsg[e] = {at, bytes};
+      s.inId[e] = {i, r};
     }
   for (size_t r = 0; r < n; ++r) {
-    const auto o = fairEnds(out[r], bfRank_), e = fairEnds(in[r], bfRank_);
-    for (size_t j = 0; j < o.size(); ++j)
-      outTook[outId[r][j].first][static_cast<size_t>(outId[r][j].second)] = o[j] - out[r][j].first;
-    for (size_t j = 0; j < e.size(); ++j)
-      inTook[inId[r][j].first][static_cast<size_t>(inId[r][j].second)] = e[j] - in[r][j].first;
+    const size_t o0 = s.outFirst[r], e0 = s.inFirst[r];
+    fairEnds(s.outMsg.data() + o0, s.outFirst[r + 1] - o0, bfRank_, s);
+    for (size_t j = 0; j < s.end.size(); ++j)
+      outTook[s.outId[o0 + j].first][static_cast<size_t>(s.outId[o0 + j].second)] =
+          s.end[j] - s.outMsg[o0 + j].first;
+    fairEnds(s.inMsg.data() + e0, s.inFirst[r + 1] - e0, bfRank_, s);
+    for (size_t j = 0; j < s.end.size(); ++j)
+      inTook[s.inId[e0 + j].first][static_cast<size_t>(s.inId[e0 + j].second)] =
+          s.end[j] - s.inMsg[e0 + j].first;
   }
 }
 
@@ -242,38 +269,59 @@ void Model::logPass(Cost& k, const std::vector<LogStep>& steps,
                     const std::vector<std::vector<double>>* outTook,
                     const std::vector<std::vector<double>>* inTook,
                     std::vector<std::vector<double>>& startAt, std::vector<double>& t,
-                    std::vector<double>& lat, std::vector<double>& post,
-                    std::vector<double>& red) const {
-  const auto n = static_cast<size_t>(n_);
+                    std::vector<double>& lat, std::vector<double>& post, std::vector<double>& red,
+                    LogScratch& s) const {
+  const auto n = static_cast<size_t>(n_), nodes = static_cast<size_t>(nodes_);
   // Along the longest chain to each rank: total, alphas, posts, reductions.
   t.assign(n, 0), lat.assign(n, 0), post.assign(n, 0), red.assign(n, 0);
-  std::vector<std::vector<int>> egress(static_cast<size_t>(nodes_)),
-      ingress(static_cast<size_t>(nodes_));
-  std::vector<double> outDone(n), inDone(n);
+  auto &outDone = s.outDone, &inDone = s.inDone;
+  outDone.assign(n, 0);
+  inDone.assign(n, 0);
   // When each NIC has moved every byte of the steps so far (the chain of short distances runs
   // ahead of the messages that cross).
-  std::vector<double> outFree(static_cast<size_t>(nodes_), 0),
-      inFree(static_cast<size_t>(nodes_), 0);
+  auto &outFree = s.outFree, &inFree = s.inFree;
+  outFree.assign(nodes, 0);
+  inFree.assign(nodes, 0);
   // The same for each rank's own NICs where it drives only its share of the node's.
   const bool rankNics = bfRank_ > bf_;
-  std::vector<double> rankOutFree(rankNics ? n : 0, 0), rankInFree(rankNics ? n : 0, 0);
+  auto &rankOutFree = s.rankOutFree, &rankInFree = s.rankInFree;
+  rankOutFree.assign(rankNics ? n : 0, 0);
+  rankInFree.assign(rankNics ? n : 0, 0);
   for (size_t idx = 0; idx < steps.size(); ++idx) {
     const LogStep& st = steps[idx];
     const StepPeers& peers = st.peers;
-    for (auto& v : egress) v.clear();
-    for (auto& v : ingress) v.clear();
+    // The crossing senders by the node they leave and the node they enter, in rank order.
     bool exchange = false, anyCross = false;
+    s.egressFirst.assign(nodes + 1, 0);
+    s.ingressFirst.assign(nodes + 1, 0);
     for (int r = 0; r < n_; ++r) {
       const int q = peers.to(r);
       if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
       anyCross = true;
       exchange = exchange || peers.to(q) == r;
-      egress[node_[r]].push_back(r);
-      ingress[node_[q]].push_back(r);
+      ++s.egressFirst[static_cast<size_t>(node_[r]) + 1];
+      ++s.ingressFirst[static_cast<size_t>(node_[q]) + 1];
     }
-    for (int i = 0; i < nodes_; ++i) {
-      share(egress[i], t, st.x, outDone, outFree[i]);
-      share(ingress[i], t, st.x, inDone, inFree[i]);
+    for (size_t i = 0; i < nodes; ++i) {
+      s.egressFirst[i + 1] += s.egressFirst[i];
+      s.ingressFirst[i + 1] += s.ingressFirst[i];
+    }
+    s.egress.resize(s.egressFirst[nodes]);
+    s.ingress.resize(s.ingressFirst[nodes]);
+    s.egressNext = s.egressFirst;
+    s.ingressNext = s.ingressFirst;
+    for (int r = 0; anyCross && r < n_; ++r) {
+      const int q = peers.to(r);
+      if (q == r || q < 0 || q >= n_ || node_[r] == node_[q]) continue;
+      s.egress[s.egressNext[static_cast<size_t>(node_[r])]++] = r;
+      s.ingress[s.ingressNext[static_cast<size_t>(node_[q])]++] = r;
+    }
+    for (size_t i = 0; i < nodes; ++i) {
+      const size_t e = s.egressFirst[i], g = s.ingressFirst[i];
+      share({s.egress.data() + e, s.egressFirst[i + 1] - e}, t, st.x, outDone, outFree[i],
+            s.active);
+      share({s.ingress.data() + g, s.ingressFirst[i + 1] - g}, t, st.x, inDone, inFree[i],
+            s.active);
     }
     if (rankNics) {
       for (int r = 0; r < n_; ++r) {
@@ -303,7 +351,8 @@ void Model::logPass(Cost& k, const std::vector<LogStep>& steps,
         p_.dmaTransfers ? 0.0 : o_ * std::max(0.0, st.x - static_cast<double>(chunk_)) * c_;
     const double reduce = st.reduce ? o_ * st.x * g_ : 0.0;
     const double local = o_ * st.x * localPerByte(st.x);
-    const std::vector<double> t0 = t, lat0 = lat, post0 = post, red0 = red;
+    s.t0 = t, s.lat0 = lat, s.post0 = post, s.red0 = red;
+    const std::vector<double>&t0 = s.t0, &lat0 = s.lat0, &post0 = s.post0, &red0 = s.red0;
     for (int r = 0; r < n_; ++r) {
       const int q = peers.from(r);
       if (q == r || q < 0 || q >= n_) continue;  // no partner this step
