@@ -5,12 +5,12 @@
 #include <sharc/cuda.hpp>
 
 #include "communicator_impl.hpp"
+#include "core/collective.hpp"
 #include "core/log.hpp"
 
 #if SHARC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "core/collective.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/stream_executor.hpp"
 #else
