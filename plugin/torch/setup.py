@@ -86,27 +86,28 @@ class BuildWithSharc(BuildExtension):
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"]
         subprocess.check_call(configure, env=env)
-        subprocess.check_call(["cmake", "--build", str(core), "--target", "sharc", "-j", jobs],
-                              env=env)
-        libdir = core / "src" / "api"
+        subprocess.check_call(["cmake", "--build", str(core), "--target", "sharc", "sharc_plan",
+                               "-j", jobs], env=env)
+        libdirs = {"libsharc.so.0": core / "src" / "api",
+                   "libsharc_plan.so.0": core / "src" / "plan"}
         for ext in self.extensions:
-            ext.library_dirs.append(str(libdir))
+            ext.library_dirs.extend(str(d) for d in libdirs.values())
         super().build_extensions()
-        # The extension finds libsharc next to itself (rpath $ORIGIN/lib).
-        self._ship_libsharc(pathlib.Path(self.build_lib) / "sharc" / "lib", libdir)
-        self._libdir = libdir
+        # The extension finds libsharc and libsharc_plan next to itself (rpath $ORIGIN/lib).
+        self._ship_libsharc(pathlib.Path(self.build_lib) / "sharc" / "lib", libdirs)
+        self._libdirs = libdirs
 
     def run(self):
         inplace = self.inplace or getattr(self, "editable_mode", False)
         super().run()  # builds into build_lib, then copies the extension if in place
         if inplace:
-            self._ship_libsharc(HERE / "sharc" / "lib", self._libdir)
+            self._ship_libsharc(HERE / "sharc" / "lib", self._libdirs)
 
     @staticmethod
-    def _ship_libsharc(dest, libdir):
+    def _ship_libsharc(dest, libdirs):
         dest.mkdir(parents=True, exist_ok=True)
-        soname = "libsharc.so.0"
-        shutil.copy2((libdir / soname).resolve(), dest / soname)
+        for soname, libdir in libdirs.items():
+            shutil.copy2((libdir / soname).resolve(), dest / soname)
 
 
 setup(
@@ -114,14 +115,14 @@ setup(
     version="0.1.0",
     description="sharc: sharded-training collectives (torch.distributed backend \"sharc\")",
     packages=["sharc", "sharc.torch"],
-    package_data={"sharc": ["lib/libsharc.so.0"]},
+    package_data={"sharc": ["lib/libsharc.so.0", "lib/libsharc_plan.so.0"]},
     ext_modules=[
         CppExtension(
             name="sharc._C",
             sources=[f"csrc/{s}" for s in SOURCES],
             include_dirs=[str(ROOT / "include"), str(HERE / "csrc")],
             define_macros=CUDA_MACROS,
-            libraries=["sharc", "dl"] + CUDA_LIBRARIES,
+            libraries=["sharc", "sharc_plan", "dl"] + CUDA_LIBRARIES,
             # torch's headers as system headers: -Wall -Wextra then speak of sharc's code only.
             extra_compile_args=["-std=c++20", "-Wall", "-Wextra", "-O2"]
             + [f"-isystem{p}" for p in include_paths() + CUDA_INCLUDES],
