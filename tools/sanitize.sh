@@ -49,7 +49,7 @@ fi
 targets=(all)
 if [[ ${suites[*]} == unit ]]; then
   targets=(sharc_unit_tests sharc_topology_tests sharc-topo sharc_learned_tuner_unit
-           test_schedule_sim test_backtest test_plan sharc-plan sharc_launcher_tests)
+           test_schedule_sim test_backtest test_plan sharc-plan sharc_launcher_tests sharc)
 fi
 label_re="^($(IFS='|'; echo "${suites[*]}"))\$"
 
