@@ -74,22 +74,22 @@ Schedule::OpId Schedule::add(Op op) {
   ops_.push_back(std::move(op));
   ops_.back().transfer.owner = this;
   ops_.back().transfer.index = id;
-  if (ops_.back().kind == Kind::Recv) recvOrder_.push_back(id);
+  if (ops_.back().kind == OpKind::Recv) recvOrder_.push_back(id);
   return id;
 }
 
 // Each builder fills only its kind's fields (designated initialisers, declaration order).
 Schedule::OpId Schedule::send(int peer, uint32_t slot, const void* buf, size_t bytes) {
-  return add({.kind = Kind::Send, .peer = peer, .slot = slot, .src = buf, .size = bytes});
+  return add({.kind = OpKind::Send, .peer = peer, .slot = slot, .src = buf, .size = bytes});
 }
 
 Schedule::OpId Schedule::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
-  return add({.kind = Kind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
+  return add({.kind = OpKind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
 }
 
 Schedule::OpId Schedule::sendWithSeq(int peer, uint32_t seq, uint32_t slot, const void* buf,
                                      size_t bytes) {
-  return add({.kind = Kind::Send,
+  return add({.kind = OpKind::Send,
               .peer = peer,
               .slot = slot,
               .seq = seq,
@@ -100,7 +100,7 @@ Schedule::OpId Schedule::sendWithSeq(int peer, uint32_t seq, uint32_t slot, cons
 
 Schedule::OpId Schedule::recvWithSeq(int peer, uint32_t seq, uint32_t slot, void* buf,
                                      size_t bytes) {
-  return add({.kind = Kind::Recv,
+  return add({.kind = OpKind::Recv,
               .peer = peer,
               .slot = slot,
               .seq = seq,
@@ -110,16 +110,16 @@ Schedule::OpId Schedule::recvWithSeq(int peer, uint32_t seq, uint32_t slot, void
 }
 
 Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t count) {
-  return add({.kind = Kind::Reduce, .dst = dst, .src = a, .src2 = b, .size = count});
+  return add({.kind = OpKind::Reduce, .dst = dst, .src = a, .src2 = b, .size = count});
 }
 
 Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
-  return add({.kind = Kind::Copy, .dst = dst, .src = src, .size = bytes});
+  return add({.kind = OpKind::Copy, .dst = dst, .src = src, .size = bytes});
 }
 
 Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
                                     uint64_t offset, void* dst, size_t bytes) {
-  return add({.kind = Kind::RemoteRead,
+  return add({.kind = OpKind::RemoteRead,
               .peer = peer,
               .dst = dst,
               .src = remoteBase,
@@ -130,7 +130,7 @@ Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64
 
 Schedule::OpId Schedule::remoteWrite(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
                                      uint64_t offset, const void* src, size_t bytes) {
-  return add({.kind = Kind::RemoteWrite,
+  return add({.kind = OpKind::RemoteWrite,
               .peer = peer,
               .src = src,
               .src2 = remoteBase,
@@ -141,7 +141,7 @@ Schedule::OpId Schedule::remoteWrite(int peer, const uint64_t* remoteBase, uint6
 
 Schedule::OpId Schedule::check(std::function<std::string()> verify) {
   checks_.push_back(std::move(verify));
-  return add({.kind = Kind::Check, .size = checks_.size() - 1});
+  return add({.kind = OpKind::Check, .size = checks_.size() - 1});
 }
 
 Schedule::Progress Schedule::progress() const {
@@ -150,13 +150,13 @@ Schedule::Progress Schedule::progress() const {
   p.opsDone = done_;
   p.opsTotal = ops_.size();
   for (const Op& op : ops_) {
-    if (op.kind != Kind::Recv) continue;
+    if (op.kind != OpKind::Recv) continue;
     p.bytesExpected += op.size;
     if (op.state == OpState::Done) p.bytesReceived += op.size;
   }
   if (state_ != State::Running) return p;
   for (const Op& op : ops_)
-    if (op.state == OpState::Posted && op.kind == Kind::Recv) {
+    if (op.state == OpState::Posted && op.kind == OpKind::Recv) {
       p.waitingFor = "recv";
       p.peer = op.peer;
       return p;
@@ -172,27 +172,23 @@ Schedule::Progress Schedule::progress() const {
 }
 
 Schedule::OpId Schedule::divide(void* data, size_t count) {
-  return add({.kind = Kind::Divide, .dst = data, .size = count});
+  return add({.kind = OpKind::Divide, .dst = data, .size = count});
 }
 
 std::vector<Schedule::OpInfo> Schedule::describeOps() const {
-  static_assert(static_cast<int>(OpKind::Send) == static_cast<int>(Kind::Send) &&
-                static_cast<int>(OpKind::Recv) == static_cast<int>(Kind::Recv) &&
-                static_cast<int>(OpKind::Reduce) == static_cast<int>(Kind::Reduce) &&
-                static_cast<int>(OpKind::Check) == static_cast<int>(Kind::Check));
   const size_t elem = dataTypeSize(ctx_.type);
   std::vector<OpInfo> out;
   out.reserve(ops_.size());
   for (const Op& op : ops_) {
-    const bool elements = op.kind == Kind::Reduce || op.kind == Kind::Divide;
-    out.push_back({.kind = static_cast<OpKind>(op.kind),
+    const bool elements = op.kind == OpKind::Reduce || op.kind == OpKind::Divide;
+    out.push_back({.kind = op.kind,
                    .peer = op.peer,
                    .slot = op.slot,
                    .seq = op.seq,
                    .ownSeq = op.ownSeq,
-                   .bytes = op.kind == Kind::Check ? 0
-                            : elements             ? op.size * elem
-                                                   : op.size,
+                   .bytes = op.kind == OpKind::Check ? 0
+                            : elements               ? op.size * elem
+                                                     : op.size,
                    .dependents = op.dependents});
   }
   return out;
@@ -216,9 +212,9 @@ void Schedule::complete(OpId id) {
     Op& next = ops_[d];
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
-      if (next.kind == Kind::Send)
+      if (next.kind == OpKind::Send)
         readySends_.push_back(d);
-      else if (next.kind == Kind::Recv)
+      else if (next.kind == OpKind::Recv)
         readyRecvs_.push(d);
       else
         readyLocal_.push_back(d);
@@ -228,8 +224,8 @@ void Schedule::complete(OpId id) {
 
 void Schedule::runLocal(Op& op) {
   switch (op.kind) {
-    case Kind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
-    case Kind::Copy:
+    case OpKind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
+    case OpKind::Copy:
       if (op.dst == op.src || op.size == 0) break;
       // Copies of whole blocks go to the output: stream them past the cache.
       if (!overlapping(op.dst, op.src, op.size) && op.size >= core::kStreamingCopyMin)
@@ -237,18 +233,18 @@ void Schedule::runLocal(Op& op) {
       else
         std::memmove(op.dst, op.src, op.size);
       break;
-    case Kind::Check: {
+    case OpKind::Check: {
       const std::string problem = checks_[op.size]();
       if (!problem.empty()) fail(Result::InvalidUsage, describe() + ": " + problem);
       break;
     }
-    case Kind::Divide:
+    case OpKind::Divide:
       if (ctx_.op == RedOp::Avg)
         core::finishAverage(op.dst, op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
       break;
-    case Kind::RemoteRead:
-    case Kind::RemoteWrite: {
-      const bool read = op.kind == Kind::RemoteRead;
+    case OpKind::RemoteRead:
+    case OpKind::RemoteWrite: {
+      const bool read = op.kind == OpKind::RemoteRead;
       const auto* remote = static_cast<const uint64_t*>(read ? op.src : op.src2);
       const uint64_t base = remote[0], length = remote[1];
       if (length != op.expectedLength || op.remoteOffset + op.size > length) {
@@ -294,7 +290,7 @@ bool Schedule::post(OpId id) {
   const uint32_t slot =
       op.ownSeq || op.slot >= tag::kMaxSlots ? op.slot : (op.slot + slotRotation_) % tag::kMaxSlots;
   transport::PostStatus st;
-  if (op.kind == Kind::Send) {
+  if (op.kind == OpKind::Send) {
     const uint64_t t = tag::make(base, static_cast<uint32_t>(ctx_.rank), slot);
     st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, op.src, op.size, op.transfer);
   } else {
@@ -308,14 +304,14 @@ bool Schedule::post(OpId id) {
     return true;
   }
   if (st == transport::PostStatus::Failed) {
-    fail(Result::SystemError, describe() + ": could not post " +
-                                  (op.kind == Kind::Send ? "send to" : "receive from") + " peer " +
-                                  std::to_string(op.peer) + ": " + ctx_.endpoint->lastError());
+    fail(Result::SystemError,
+         describe() + ": could not post " + (op.kind == OpKind::Send ? "send to" : "receive from") +
+             " peer " + std::to_string(op.peer) + ": " + ctx_.endpoint->lastError());
     return false;
   }
   op.state = OpState::Posted;
   ++posted_;
-  if (op.kind == Kind::Send)
+  if (op.kind == OpKind::Send)
     ++postedSends_;
   else
     ++postedRecvs_;
@@ -330,9 +326,9 @@ Schedule::State Schedule::advance() {
     for (OpId id = 0; id < ops_.size(); ++id) {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
-      if (ops_[id].kind == Kind::Send)
+      if (ops_[id].kind == OpKind::Send)
         readySends_.push_back(id);
-      else if (ops_[id].kind == Kind::Recv)
+      else if (ops_[id].kind == OpKind::Recv)
         readyRecvs_.push(id);
       else
         readyLocal_.push_back(id);
@@ -375,7 +371,7 @@ Schedule::State Schedule::advance() {
 
 std::string Schedule::waitingOn() const {
   for (const Op& op : ops_) {
-    if (op.state == OpState::Posted && op.kind == Kind::Recv)
+    if (op.state == OpState::Posted && op.kind == OpKind::Recv)
       return "waiting for a message from peer " + std::to_string(op.peer);
   }
   for (const Op& op : ops_) {
@@ -398,7 +394,7 @@ void Schedule::fail(Result code, const std::string& message) {
 void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
   Op& op = ops_[t.index];
   --posted_;
-  if (op.kind == Kind::Send)
+  if (op.kind == OpKind::Send)
     --postedSends_;
   else
     --postedRecvs_;
@@ -406,7 +402,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
     op.state = OpState::Done;
     return;
   }
-  if (op.kind == Kind::Recv) {
+  if (op.kind == OpKind::Recv) {
     const uint32_t sig = tag::sigOf(tag);
     const uint32_t expected = tag::signature(ctx_.kind, ctx_.type, ctx_.op);
     if (sig != expected) {
@@ -435,7 +431,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
 void Schedule::onTransferError(transport::Transfer& t, Result code, const std::string& message) {
   Op& op = ops_[t.index];
   --posted_;
-  if (op.kind == Kind::Send)
+  if (op.kind == OpKind::Send)
     --postedSends_;
   else
     --postedRecvs_;
@@ -444,7 +440,7 @@ void Schedule::onTransferError(transport::Transfer& t, Result code, const std::s
   std::string what = message;
   if (code == Result::InvalidUsage)  // truncation: the peer sent more than this rank expects
     what = "mismatched count: " + message + " (do all ranks pass the same count?)";
-  fail(code, describe() + ": " + (op.kind == Kind::Send ? "send to" : "receive from") + " peer " +
+  fail(code, describe() + ": " + (op.kind == OpKind::Send ? "send to" : "receive from") + " peer " +
                  std::to_string(op.peer) + " failed: " + what);
 }
 

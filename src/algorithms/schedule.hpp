@@ -137,8 +137,9 @@ class Schedule final : public transport::TransferOwner {
   size_t opCount() const { return ops_.size(); }
   const ScheduleContext& context() const { return ctx_; }
 
-  /// One operation as built, for replaying a schedule offline (src/plan/schedule_sim.cc).
+  /// What an operation does (the engine runs it; the planner's replay reads it).
   enum class OpKind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite, Check };
+  /// One operation as built, for replaying a schedule offline (src/plan/schedule_sim.cc).
   struct OpInfo {
     OpKind kind = OpKind::Check;
     int peer = -1;      ///< communicator rank (transfers and remote copies)
@@ -180,10 +181,9 @@ class Schedule final : public transport::TransferOwner {
   void onTransferError(transport::Transfer& t, Result code, const std::string& message) override;
 
  private:
-  enum class Kind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite, Check };
   enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
   struct Op {
-    Kind kind;
+    OpKind kind;
     OpState state = OpState::Waiting;
     int peer = -1;
     uint32_t slot = 0;
