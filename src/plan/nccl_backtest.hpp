@@ -4,8 +4,8 @@
 // (per-channel bandwidth caps, protocol payload, the latency formula of src/graph/tuning.cc,
 // the plugin's reported network latency) and NVLS as a capability of the NVSwitch, and feeds
 // the bytes of the schedule through the tuner's cost model; one efficiency per instance type
-// is fitted to the published points of 128 MB and more. Bounds of issue 14 item 4: within
-// 15 % at >= 128 MB, 30 % below, never above the physical ceiling of lowerBoundUs.
+// is fitted to the published points of 128 MB and more. Its bounds: within 15 % at >= 128 MB,
+// 30 % below, never above the physical ceiling of lowerBoundUs.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +26,7 @@ struct PublishedPoint {
   Collective coll = Collective::AllReduce;  ///< AllGather: `bytes` is the gathered output
 };
 
-/// Every published point of the backtest: the reference note's p5 table (32 MiB, 128 MiB,
+/// Every published point of the backtest: the published p5 curve (32 MiB, 128 MiB,
 /// 1 GiB, 8 GiB at 2-32 nodes), 2 x p5 at 64 MiB and 16 GiB, p4de and p4d.
 const std::vector<PublishedPoint>& publishedPoints();
 /// The whole published p5 curve the table is taken from (2-32 nodes x 32 MiB .. 8 GiB): the

@@ -60,8 +60,8 @@ std::vector<PublishedPoint> buildAllGatherCurve() {
   return pts;
 }
 
-// The backtest's points: the p5 curve at {32 MiB, 128 MiB, 1 GiB, 8 GiB} (the table of the
-// project's reference note, shared/reference/efa-published-busbw.md), the other published runs.
+// The backtest's points: the p5 curve at {32 MiB, 128 MiB, 1 GiB, 8 GiB} (sources in
+// docs/planning.md), the other published runs.
 std::vector<PublishedPoint> buildPoints() {
   std::vector<PublishedPoint> pts;
   for (const auto& p : publishedCurve())

@@ -11,10 +11,7 @@ namespace sharc::transport {
 /// rail alone (one piece of less would be all latency).
 inline constexpr size_t kStripeMin = 32 * 1024;
 /// The smallest piece: a message is cut into min(rails, len / this) near-equal pieces.
-/// (16 KiB, rxm's eager size. On the emulated cluster, 2 nodes x 2 ranks on two 200 Mbit/s
-/// rails, medians of 10 calls: hierarchical AllGather and ReduceScatter of 128 KiB, whose
-/// 32 KiB messages the old 64 KiB rule left on one rail, 1379-1628 us against 2729-2796;
-/// recursive doubling AllGather 64 KiB 1374-1456 against 2727-3002; docs/planning.md.)
+/// 16 KiB is rxm's eager size (the measurements behind it: docs/planning.md).
 inline constexpr size_t kStripePiece = 16 * 1024;
 
 /// Into how many pieces, on rails 0..n-1, a message of `len` bytes is cut on `rails` rails;

@@ -1,4 +1,4 @@
-// The learning tuner's speed criterion (issue 14): 2 ranks on one host, ReduceScatter of a
+// The learning tuner's speed criterion: 2 ranks on one host, ReduceScatter of a
 // 64 MiB buffer (32 MiB per rank): within the first few hundred calls the learned plan runs
 // at >= 0.9x the best SHARC_ALGO-forced algorithm, on every rank. Jobs with each forced plan
 // (every algorithm; the ring at each chunk size, SHARC_CHUNK_BYTES) and a learning job

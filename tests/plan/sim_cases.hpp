@@ -1,4 +1,4 @@
-// The layouts, clusters and sizes of the simulation check (issue 14 item 5), shared by the
+// The layouts, clusters and sizes of the simulation check, shared by the
 // CTest (test_schedule_sim.cc) and its --table sweep.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The simulation check of the cost model (issue 14 item 5): the engine's real schedules
+// The simulation check of the cost model: the engine's real schedules
 // replayed over a modelled fabric (src/plan/schedule_sim.hpp) against the tuner's analytic
 // prediction (algo::plan) with the same parameters. Closed forms first (the replay itself),
 // then model against replay on the layouts where the model holds.
