@@ -1,36 +1,24 @@
-// Layout of the 64-bit libfabric tag of every sharc message.
-//
-//   63..52 communicator id (12)  51..36 source rank (16)  35..24 sequence (12)
-//   23..14 signature (10: collective 3, type 4, op 3)     13..0 slot (14)
-//
-// The source rank is in the tag because not every provider supports directed receives. The
-// signature is ignored when matching and checked on completion, so a rank that calls another
-// collective, type or op is reported instead of silently mixing data. Slot 0x3FFF is the
-// control channel (abort notices); slots 0x2000..0x3FFE carry point-to-point messages, whose
-// sequence counts per (peer, tag) instead of per collective.
+// The tags the schedules compose: the field layout is core/message_tag.hpp's; this adds the
+// signature's encoding (collective, type, op) and the composition of a message's tag.
 #pragma once
 
 #include <cstdint>
 #include <sharc/types.hpp>
 
+#include "core/message_tag.hpp"
+
 namespace sharc::algo {
 
 namespace tag {
-inline constexpr int kCommBits = 12, kRankBits = 16, kSeqBits = 12, kSigBits = 10, kSlotBits = 14;
-inline constexpr int kSlotShift = 0, kSigShift = 14, kSeqShift = 24, kRankShift = 36,
-                     kCommShift = 52;
-inline constexpr uint64_t kSlotMask = (1ull << kSlotBits) - 1;
-inline constexpr uint64_t kSigMask = ((1ull << kSigBits) - 1) << kSigShift;
-inline constexpr uint64_t kSeqMask = ((1ull << kSeqBits) - 1) << kSeqShift;
-inline constexpr uint64_t kRankMask = ((1ull << kRankBits) - 1) << kRankShift;
-inline constexpr uint32_t kMaxComms = 1u << kCommBits;
-inline constexpr uint32_t kMaxRanks = 1u << kRankBits;
-inline constexpr uint32_t kControlSlot = static_cast<uint32_t>(kSlotMask);
-/// Slots usable by one schedule per peer pair. The slots above are point-to-point tags.
-inline constexpr uint32_t kMaxSlots = 0x2000;
-/// Point-to-point messages: slot kP2PSlotBase + user tag (modulo kP2PTags).
-inline constexpr uint32_t kP2PSlotBase = kMaxSlots;
-inline constexpr uint32_t kP2PTags = kControlSlot - kP2PSlotBase;
+// The layout's names that the algorithms and the runtime use.
+using core::tag::kControlSlot;
+using core::tag::kMaxComms;
+using core::tag::kMaxRanks;
+using core::tag::kMaxSlots;
+using core::tag::kP2PSlotBase;
+using core::tag::kP2PTags;
+using core::tag::kSigMask;
+using core::tag::sigOf;
 
 inline uint32_t signature(CollectiveKind kind, DataType type, RedOp op) {
   return (static_cast<uint32_t>(kind) & 7u) << 7 | (static_cast<uint32_t>(type) & 15u) << 3 |
@@ -48,17 +36,13 @@ inline RedOp sigOp(uint32_t sig) {
 
 /// Tag without rank and slot: communicator, sequence and signature.
 inline uint64_t base(uint32_t comm, uint32_t seq, uint32_t sig) {
-  return uint64_t{comm} << kCommShift | (uint64_t{seq} << kSeqShift & kSeqMask) |
-         (uint64_t{sig} << kSigShift & kSigMask);
+  namespace layout = core::tag;
+  return uint64_t{comm} << layout::kCommShift |
+         (uint64_t{seq} << layout::kSeqShift & layout::kSeqMask) |
+         (uint64_t{sig} << layout::kSigShift & layout::kSigMask);
 }
 inline uint64_t make(uint64_t base, uint32_t srcRank, uint32_t slot) {
-  return base | uint64_t{srcRank} << kRankShift | slot;
-}
-inline uint32_t sigOf(uint64_t t) {
-  return static_cast<uint32_t>((t & kSigMask) >> kSigShift);
-}
-inline uint32_t rankOf(uint64_t t) {
-  return static_cast<uint32_t>((t & kRankMask) >> kRankShift);
+  return base | uint64_t{srcRank} << core::tag::kRankShift | slot;
 }
 }  // namespace tag
 

@@ -15,8 +15,8 @@ namespace {
 
 constexpr const char* kEventKeys = "rank=R,seq=N[,comm=C][,after=K]";
 constexpr const char* kDelayForm = "delay:rank=R,ms=T[,comm=C][,seq=N|seq=A-B]";
-constexpr uint64_t kMaxRank = 65535;  // algo::tag::kMaxRanks - 1
-constexpr uint64_t kMaxComm = 4095;   // algo::tag::kMaxComms - 1
+constexpr uint64_t kMaxRank = tag::kMaxRanks - 1;
+constexpr uint64_t kMaxComm = tag::kMaxComms - 1;
 constexpr uint64_t kMaxDelayMs = 3600000;
 
 std::string_view trim(std::string_view s) {

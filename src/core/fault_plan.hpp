@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/message_tag.hpp"
+
 namespace sharc::core {
 
 enum class FaultAction { Kill, Stop, Delay, Fail, Drop };
@@ -83,8 +85,8 @@ class FaultPlan {
   FaultPlan(const FaultPlan& other) : FaultPlan() { adopt(other.rules_); }
   FaultPlan(FaultPlan&& other) noexcept : FaultPlan() { adopt(std::move(other.rules_)); }
 
-  /// Bits of the sequence number that a message tag carries (algo::tag::kSeqBits).
-  static constexpr uint32_t kTagSeqMask = 0xFFF;
+  /// Bits of the sequence number that a message tag carries (message_tag.hpp).
+  static constexpr uint32_t kTagSeqMask = (1u << tag::kSeqBits) - 1;
 
  private:
   FaultPlan() = default;

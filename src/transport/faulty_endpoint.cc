@@ -1,26 +1,16 @@
 #include "faulty_endpoint.hpp"
 
-#include "algorithms/tag.hpp"
 #include "core/log.hpp"
+#include "core/message_tag.hpp"
 
 namespace sharc::transport {
 namespace {
 
-namespace tag = algo::tag;
-static_assert(core::FaultPlan::kTagSeqMask == (1u << tag::kSeqBits) - 1);
+namespace tag = core::tag;
 
-uint32_t commOf(uint64_t t) {
-  return static_cast<uint32_t>(t >> tag::kCommShift) & (tag::kMaxComms - 1);
-}
-uint32_t seqOf(uint64_t t) {
-  return static_cast<uint32_t>((t & tag::kSeqMask) >> tag::kSeqShift);
-}
-uint32_t slotOf(uint64_t t) {
-  return static_cast<uint32_t>(t & tag::kSlotMask);
-}
 // A collective's message (not an abort notice, not point-to-point).
 bool collective(uint64_t t) {
-  return slotOf(t) < tag::kMaxSlots;
+  return tag::isCollectiveSlot(tag::slotOf(t));
 }
 
 }  // namespace
@@ -59,7 +49,8 @@ PostStatus FaultyEndpoint::postShadowed(Transfer& t, uint64_t tag, bool counted,
     case PostStatus::Completed:  // an injected send: it completes here
       if (counted) {
         std::string message;
-        if (plan_.onCompletion(rank_, commOf(tag), seqOf(tag), message) == core::FaultHit::Fail) {
+        if (plan_.onCompletion(rank_, tag::commOf(tag), tag::seqOf(tag), message) ==
+            core::FaultHit::Fail) {
           lastError_ = message;
           return PostStatus::Failed;
         }
@@ -71,9 +62,10 @@ PostStatus FaultyEndpoint::postShadowed(Transfer& t, uint64_t tag, bool counted,
 
 PostStatus FaultyEndpoint::postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                                     Transfer& t) {
-  if (slotOf(tag) != tag::kControlSlot) {  // abort notices are never held back
-    const auto delay = plan_.sendDelay(
-        rank_, commOf(tag), collective(tag) ? std::optional<uint32_t>(seqOf(tag)) : std::nullopt);
+  if (tag::slotOf(tag) != tag::kControlSlot) {  // abort notices are never held back
+    const auto delay =
+        plan_.sendDelay(rank_, tag::commOf(tag),
+                        collective(tag) ? std::optional<uint32_t>(tag::seqOf(tag)) : std::nullopt);
     if (delay.count() > 0) {
       // Not posted until `delay` after the first attempt: the caller retries meanwhile, and
       // the rest of its progress (receives, other calls) goes on.
@@ -131,7 +123,8 @@ void FaultyEndpoint::onTransferDone(Transfer& t, size_t bytes, uint64_t tag) {
   }
   if (s.counted) {
     std::string message;
-    if (plan_.onCompletion(rank_, commOf(s.tag), seqOf(s.tag), message) == core::FaultHit::Fail) {
+    if (plan_.onCompletion(rank_, tag::commOf(s.tag), tag::seqOf(s.tag), message) ==
+        core::FaultHit::Fail) {
       user->owner->onTransferError(*user, Result::SystemError, message);
       return;
     }
