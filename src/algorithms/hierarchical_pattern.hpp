@@ -8,9 +8,9 @@
 // nodes every block still has exactly one proxy per node.
 //
 // Rotated rule (`rotate` = 1): the local index is localRank(q) + nodeOf(q), mod L_m. Between
-// two nodes every pair of ranks then talks one way only: over TCP, where one connection
-// carrying bulk data both ways was measured at about half the link rate, this is the faster
-// rule; it gives up rail alignment (half the traffic crosses rails).
+// two nodes every pair of ranks then talks one way only, which is faster over tcp, whose
+// connections take turns between their two directions (cost_model.hpp, "half-duplex turns");
+// it gives up rail alignment (half the traffic crosses rails).
 #pragma once
 
 #include <vector>

@@ -1,4 +1,4 @@
-// The backtest of the planner's cost model (the tuner's, src/algorithms/tuner.cc) against
+// The backtest of the planner's cost model (src/algorithms/cost_model.hpp) against
 // published NCCL AllReduce bus bandwidths over EFA: sharc's model of NCCL. At each point it
 // takes NCCL's own choice (algorithm and protocol), NCCL's own constants for that choice
 // (per-channel bandwidth caps, protocol payload, the latency formula of src/graph/tuning.cc,

@@ -37,13 +37,14 @@ namespace {
 constexpr double kGbitToGBps = 1.0 / 8.0;
 
 // Latencies of the tuner's steps for sharc's own algorithms on these nodes (alpha-beta per
-// step, tuner.cc): a pipelined GPU step costs far less than a network round trip, so NCCL's
-// per-hop LL128 constants [NCCL] (NVLink 1.9 us, network 4.0 us), without the plugin's 75 us
-// [ofi], which is a ranking bias NCCL adds per node hop (the backtest's model of NCCL adds it
-// where NCCL does: nccl_backtest.cc). The step overhead (flag polling between chunks of a GPU
-// kernel's loop) is an assumption, not a published figure: 0.5 us. The backtest does not
-// test these three (its model of NCCL replaces them with NCCL's latency formula), so the
-// latency-bound columns of the README's hierarchical-vs-NCCL table rest on them.
+// step, cost_model.hpp "One step"): a pipelined GPU step costs far less than a network round
+// trip, so NCCL's per-hop LL128 constants [NCCL] (NVLink 1.9 us, network 4.0 us), without the
+// plugin's 75 us [ofi], which is a ranking bias NCCL adds per node hop (the backtest's model of
+// NCCL adds it where NCCL does: nccl_backtest.cc). The step overhead (flag polling between
+// chunks of a GPU kernel's loop) is an assumption, not a published figure: 0.5 us. The
+// backtest does not test these three (its model of NCCL replaces them with NCCL's latency
+// formula), so the latency-bound columns of docs/planning.md "Where sharc's hierarchical
+// algorithms should beat NCCL" rest on them.
 constexpr double kNvlinkAlphaUs = 1.9;
 constexpr double kEfaAlphaUs = 4.0;
 constexpr double kGpuStepUs = 0.5;
@@ -93,7 +94,7 @@ Cluster unfittedProfile(const std::string& name) {
 
 std::string efficiencySourceOf(const std::string& instance) {
   // No public multi-node nccl-tests on p5en was found: same NCCL, NVSwitch and 3,200 Gb/s per
-  // node as p5, so it takes p5's efficiency (documented in the README's backtest section).
+  // node as p5, so it takes p5's efficiency (docs/planning.md "Against published NCCL runs").
   return instance == "p5en.48xlarge" ? "p5.48xlarge" : instance;
 }
 

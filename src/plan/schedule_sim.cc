@@ -303,10 +303,8 @@ class Replay {
       // each fabric link's rate per byte.
       const double rails = algo::railScale(p_, m.bytes);
       for (int i = 0; i < f.links; ++i) f.weight[i] = rails;
-      // Half duplex: one connection per pair carries both directions in turn, for messages
-      // beyond the overlap the tuner's duplexLoad allows (the first 64 KiB of each direction
-      // together): a message of x bytes takes 1 - 64 KiB / 2x of the connection per byte, so a
-      // pair exchanging x each way holds it for max(x, 2x - 64 KiB).
+      // Half duplex (cost_model.hpp, "half-duplex turns"): this weight per byte on the pair's
+      // connection makes an exchange of x each way hold it for the rule's max(x, 2x - 64 KiB).
       const double turn = 1.0 - algo::kDuplexOverlapBytes / (2.0 * m.bytes);
       if (p_.fabricHalfDuplex && turn > 0) {
         f.weight[f.links] = turn * rails;

@@ -1,5 +1,5 @@
 // A discrete-event replay of the engine's real schedules over a modelled fabric: the check of
-// the tuner's analytic cost model (src/algorithms/tuner.hpp) at scales we cannot run.
+// the tuner's analytic cost model (src/algorithms/cost_model.hpp) at scales we cannot run.
 //
 // Every rank's Schedule is built by the same builders the engine uses (buildAllGather, ...;
 // buffers are reserved address space, never touched), reduced to its operations
@@ -14,8 +14,7 @@
 //     egress and the destination node's NIC ingress (fabric.gbps each), within a node the
 //     source rank's local egress and the destination rank's local ingress (local.gbps each);
 //     where the fabric is half duplex (TunerParams::fabricHalfDuplex, tcp) also the one
-//     connection of the two ranks, which carries both directions beyond their first 64 KiB
-//     (a message of x bytes takes 1 - 64 KiB/2x of it per byte: kDuplexOverlapBytes);
+//     connection of the two ranks, shared as cost_model.hpp's "half-duplex turns" says;
 //     messages between the same two ranks go in order (one connection), different pairs
 //     share the links max-min fairly, weighted where a flow takes less than all of a link
 //     (progressive filling, recomputed whenever a flow starts or ends: NICs and sockets

@@ -25,8 +25,8 @@ double relErr(double a, double b) {
   return b == 0 ? std::fabs(a) : std::fabs(a - b) / b;
 }
 
-// Full sharding moves 3P(N-1)/N bytes per node per step, no sharding 2P(N-1)/N (
-// P = parameter bytes in the communication dtype).
+// Full sharding moves 3P(N-1)/N bytes per node per step, no sharding 2P(N-1)/N (P =
+// parameter bytes in the communication dtype).
 TEST(PlanFsdp, ClosedFormsOfInterNodeBytes) {
   for (const std::string& name : builtinModelNames()) {
     const ModelSpec m = builtinModel(name);

@@ -148,9 +148,8 @@ TEST(HierarchicalPattern, ReduceScatterReducesEveryContributionOnce) {
     }
 }
 
-// The rotated rule: between two equal nodes every pair of ranks talks one way only (over tcp
-// a connection carrying bulk data both ways ran at about half the link rate), and every
-// rank still proxies exactly one rank of the other node.
+// The rotated rule: between two equal nodes every pair of ranks talks one way only (tcp's
+// turns: cost_model.hpp), and every rank still proxies exactly one rank of the other node.
 TEST(HierarchicalPattern, RotatedProxiesPairRanksOneWay) {
   for (const auto& keys :
        {std::vector<uint64_t>{0, 0, 1, 1}, std::vector<uint64_t>{0, 0, 0, 0, 1, 1, 1, 1},
