@@ -7,8 +7,8 @@
 One panel per collective: bus bandwidth (nccl-tests busbw, GB/s) against size, sharc solid
 and gloo dashed, one colour per world size. Given several runs (repeated invocations on the
 same machine), each point is the median over the runs and the shaded band spans the slowest
-to the fastest run, which shows how noisy the machine was. --markdown prints the README's
-table (per world size and collective, one column per size: sharc / gloo busbw and their ratio,
+to the fastest run, which shows how noisy the machine was. --markdown prints the table of
+docs/measurements.md "Through PyTorch" (per world size and collective, one column per size: sharc / gloo busbw and their ratio,
 from the medians over the runs) and each cell's run-to-run spread. Needs matplotlib for the
 plot only (`pip install matplotlib`); --markdown alone does not.
 """
@@ -126,7 +126,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="perf/torch_bench.py --json files")
     ap.add_argument("-o", "--output", help="PNG to write")
-    ap.add_argument("--markdown", action="store_true", help="print the README table")
+    ap.add_argument("--markdown", action="store_true", help="print the table of docs/measurements.md")
     args = ap.parse_args(argv)
     if not args.output and not args.markdown:
         ap.error("nothing to do: give -o PNG and/or --markdown")

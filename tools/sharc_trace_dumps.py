@@ -1,5 +1,5 @@
-# The flight-record dumps tools/sharc-trace reads (format version 1, see the README "When a job
-# hangs"), as Python objects: parse, group by world, collect what cannot be read. The analysis
+# The flight-record dumps tools/sharc-trace reads (format version 1, see docs/hangs.md "Flight
+# record format (version 1)"), as Python objects: parse, group by world, collect what cannot be read. The analysis
 # is sharc_trace_analysis.py. Python 3.11+, standard library only.
 import json
 import re

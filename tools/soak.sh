@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The full soak (README "Soak"): 100,000 small (1-1000 elements) and 1,000 large (1-8 MiB)
+# The full soak (docs/faults.md "Soak"): 100,000 small (1-1000 elements) and 1,000 large (1-8 MiB)
 # collectives on RANKS ranks of this host over communicators split from the world and destroyed
 # every 200 calls (500 splits: a leak of 1 KiB per split crosses the 256 KiB heap bound), every
 # result checked; private resident memory (bound 8 MiB), heap in use (256 KiB), open fds,

@@ -62,7 +62,7 @@ stage "ctest" "ctest --preset default -j${jobs}" ctest --preset default -j"${job
 
 # The parsers of outside bytes under libFuzzer (clang, ASan+UBSan; 10 s per target here), and
 # the unit suite under ASan+UBSan (tools/sanitize.sh; TSan and the multirank suites are run
-# by hand: see README "Sanitizers"). SHARC_FUZZ_CI=0 / SHARC_SANITIZE_CI=0 skip them.
+# by hand: see docs/faults.md "Sanitizers"). SHARC_FUZZ_CI=0 / SHARC_SANITIZE_CI=0 skip them.
 hardening_status=0
 if [[ ${SHARC_FUZZ_CI:-1} != 0 ]]; then
   stage "fuzzers" "tools/fuzz.sh -t 10" bash tools/fuzz.sh -t 10 || hardening_status=$?
@@ -87,7 +87,8 @@ if [[ $which_torch == all || $which_torch == pypi ]]; then
     bash tools/torch-venv.sh -- bash tools/torch-test.sh || torch_status=$?
 fi
 
-# Every command README.md shows, verbatim or in a short smoke form (SHARC_README_CHECK=0 skips).
+# Every command README.md and docs/ show, verbatim or in a short smoke form
+# (SHARC_README_CHECK=0 skips).
 readme_status=0
 if [[ ${SHARC_README_CHECK:-1} != 0 ]]; then
   stage "README commands" "tools/readme-check.sh" bash tools/readme-check.sh || readme_status=$?

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The validation table of the tuner's cost model (README "Validating the cost model"): runs
+# The validation table of the tuner's cost model (docs/planning.md "On the emulated cluster";
+# the table: docs/measurements.md "Model against the emulated cluster"): runs
 # tools/validate_model.py over the emulated cluster (tools/emulate-cluster.sh: needs root and
 # network namespaces; exits 77 without) and writes the table, the JSON results and a plot.
 #

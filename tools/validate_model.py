@@ -191,7 +191,7 @@ def table(results, bounds):
 
 
 def matrix(results, bounds, calibrated):
-    """One line per case, measured/predicted per size (README's form); ✗ outside the bound."""
+    """One line per case, measured/predicted per size (docs/measurements.md's form); ✗ outside the bound."""
     rs = [r for r in results if "rows" in r and r["calibrated"] == calibrated]
     sizes = sorted({row["size"] for r in rs for row in r["rows"]})
     out = ["| nodes (ranks each) | rails | link | collective | algorithm | "
@@ -276,7 +276,7 @@ def main():
                     help="measure a case up to N more times while a row misses --bounds")
     ap.add_argument("--plot")
     ap.add_argument("--matrix", action="store_true",
-                    help="also measured/predicted per case and size (README's tables)")
+                    help="also measured/predicted per case and size (docs/measurements.md's table)")
     args = ap.parse_args()
     try:
         bounds = [float(x) for x in args.bounds.split(",")]

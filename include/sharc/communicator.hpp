@@ -75,7 +75,7 @@ struct CommOptions {
 };
 
 /// How sharc runs one call: the algorithm the tuner picked, its pipelining chunk and the cost
-/// model's predicted time (see SHARC_TUNER_FILE in the README).
+/// model's predicted time (docs/tuner.md).
 struct CallPlan {
   std::string algorithm;   ///< "ring", "recursive_doubling", "direct_write", "hierarchical", ...
   size_t chunkBytes = 0;   ///< pipelining chunk in bytes
@@ -218,8 +218,8 @@ class Communicator {
 
   /// The flight record of this process's world (this communicator, the one it was split
   /// from and every split): the last SHARC_TRACE_ENTRIES calls of each with their state and,
-  /// for calls in progress, the peer each waits on. JSON; README "Flight records" names the
-  /// fields. `sharc-trace` analyses the records of all ranks.
+  /// for calls in progress, the peer each waits on. JSON; docs/hangs.md "Flight record format
+  /// (version 1)" names the fields. `sharc-trace` analyses the records of all ranks.
   std::string traceJson() const;
   /// Writes traceJson() to `dir` (default: SHARC_TRACE_DIR) as
   /// sharc-trace-<world key>-rank<world rank>.json and returns the path; throws

@@ -1,4 +1,5 @@
-// Every SHARC_* environment variable is read here and nowhere else (README documents them).
+// Every SHARC_* environment variable is read here and nowhere else (docs/environment.md
+// documents them).
 #pragma once
 
 #include <chrono>
@@ -106,7 +107,7 @@ struct Config {
   /// SHARC_STALL_PROBE_MS: an operation that waited this long asks the peer it waits on
   /// which call that peer is in (0 = never).
   std::chrono::milliseconds stallProbe{1500};
-  /// SHARC_FAULT: faults to inject (README "Fault injection"; "" = none). Parsed by
+  /// SHARC_FAULT: faults to inject (docs/faults.md "Fault injection"; "" = none). Parsed by
   /// core::FaultPlan.
   std::string fault;
 

@@ -1,7 +1,7 @@
 // Writes the seed corpora of the fuzz targets (corpus/<target>/) from real examples produced
 // by sharc's own code: encoded ids and handles, the bytes a real root server sends and a
 // real client sends, the slots a real ShmEndpoint writes, a real shared allocation's
-// description, the tuner's own parameter text and README environment settings.
+// description, the tuner's own parameter text and environment settings of docs/environment.md.
 // Usage: fuzz_make_seeds DIR (tools/fuzz.sh --seed runs it on tests/fuzz/corpus).
 #include <fcntl.h>
 #include <netinet/in.h>

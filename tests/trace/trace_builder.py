@@ -1,5 +1,5 @@
-# Synthetic sharc flight-record dumps (format version 1, README "When a job hangs") for the
-# analyzer's tests: a job of N ranks, communicators and entries in a few words each.
+# Synthetic sharc flight-record dumps (format version 1, docs/hangs.md "Flight record format
+# (version 1)") for the analyzer's tests: a job of N ranks, communicators and entries in a few words each.
 import json
 import os
 
