@@ -15,7 +15,8 @@ namespace sharc::algo {
 namespace {
 
 // The defaults, measured on the project's 2-core host with `sharc-perf --calibrate`; the
-// latencies follow the quieter selector runs (docs/tuner.md).
+// latencies follow quieter forced-algorithm runs (docs/tuner.md, "Why the constants are what
+// they are").
 constexpr LinkParams kLocal{1.5, 3.5};
 constexpr LinkParams kFabric{40.0, 1.8};
 constexpr double kCopyGbps = 8.0;

@@ -54,8 +54,9 @@ const Locality kCma = Locality::OneHostSingleCopy, kHost = Locality::OneHost,
                kNet = Locality::Network;
 
 TEST(Tuner, OneHostSingleCopyMatchesMeasuredWinners) {
-  // selector.cc's measured winners: log-step for tiny calls, DirectWrite for AllGather
-  // from a few tens of KiB, DirectRead for ReduceScatter from a few hundred KiB.
+  // The winners measured on the 2-core host (docs/tuner.md, "Why the constants are what they
+  // are"): log-step for tiny calls, DirectWrite for AllGather from a few tens of KiB,
+  // DirectRead for ReduceScatter from a few hundred KiB.
   EXPECT_EQ(pick(shape(CollectiveKind::AllGather, 1 * K, 2, kCma)), Algorithm::RecursiveDoubling);
   // Four ranks on two cores: Direct's single round of messages may beat recursive doubling.
   EXPECT_NE(pick(shape(CollectiveKind::AllGather, 1 * K, 4, kCma)), Algorithm::DirectWrite);
