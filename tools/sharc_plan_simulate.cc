@@ -108,7 +108,7 @@ int runSimulate(const Args& a) {
   }
   std::printf(
       "\nerror = (model - replay) / replay; the replay plays every rank's real schedule over the "
-      "same links (docs/planning.md, \"Simulation check\")\n");
+      "same links (docs/planning.md, \"The schedule replay\")\n");
   return 0;
 }
 

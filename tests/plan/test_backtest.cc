@@ -113,8 +113,8 @@ TEST(Backtest, NeverAboveTheCeiling) {
 }
 
 // Points that sharc's model of NCCL (NCCL's own constants, one efficiency) does not bring
-// within bound (docs/planning.md, "Backtest"), with the side the model errs on. Everything else
-// must meet its bound.
+// within bound (docs/planning.md, "Against published NCCL runs"), with the side the model errs
+// on. Everything else must meet its bound.
 struct Gap {
   int nodes;
   size_t mib;
