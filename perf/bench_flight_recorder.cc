@@ -6,7 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include "algorithms/algorithms.hpp"
-#include "api/flight_recorder.hpp"
+#include "runtime/flight_recorder.hpp"
 
 namespace {
 

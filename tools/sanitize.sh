@@ -48,7 +48,7 @@ fi
 # since their tests also run tools and drivers (sharc-perf, sharc-trace, ...).
 targets=(all)
 if [[ ${suites[*]} == unit ]]; then
-  targets=(sharc_unit_tests sharc_topology_tests sharc-topo sharc_learned_tuner_unit
+  targets=(sharc_unit_tests sharc_topology_tests sharc-topo sharc_runtime_unit
            test_schedule_sim test_backtest test_plan sharc-plan sharc_launcher_tests sharc)
 fi
 label_re="^($(IFS='|'; echo "${suites[*]}"))\$"
@@ -81,9 +81,9 @@ built=$SECONDS
 # are in the asan/tsan test presets (ctest --preset asan|tsan).
 if [[ $kind == asan ]]; then
   # The fast (frame-pointer) unwinder for the allocation stacks, ASan's default: the slow one
-  # (fast_unwind_on_malloc=0) unwinds at every malloc and made the planner's unit tests 30x
-  # slower (PlanFsdp.ClosedFormsOfInterNodeBytes: 4 min 24 s instead of 8 s). It was there
-  # for the hwloc entry of lsan.supp, which the libpciaccess link above makes unneeded.
+  # (fast_unwind_on_malloc=0) unwinds at every malloc, which the allocation-heavy planner
+  # tests cannot afford (docs/faults.md, "Sanitizers"); the libpciaccess link above makes the
+  # hwloc leak report it was kept for go away.
   export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:suppressions=$supp/asan.supp"
   export LSAN_OPTIONS="suppressions=$supp/lsan.supp"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp"

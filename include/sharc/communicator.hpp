@@ -205,9 +205,10 @@ class Communicator {
   /// Fails every pending and later operation of this communicator on this rank at once, with
   /// an error carrying `reason`, and tells the other ranks (their pending and later operations
   /// fail too). Callable from any thread at any time; no closing barrier. destroy() (or the
-  /// destructor) then releases the endpoint share without waiting for peers.
+  /// destructor) then releases the endpoint share without waiting for peers. Abort reaches
+  /// every communicator split from this one (transitively) as well.
   void abort(const std::string& reason = "aborted by the application") noexcept;
-  /// Abort reaches every communicator split from this one (transitively) as well.
+
   /// Success while the communicator is healthy; otherwise why it failed: this rank's own
   /// failure's code (Timeout, SystemError for a dead peer, InvalidUsage for abort(), ...) or
   /// RemoteError when a peer failed first, and the message in `message` when given.

@@ -8,8 +8,8 @@
 #endif
 #include <sharc/mpi.hpp>
 
-#include "api/factory.hpp"
 #include "bootstrap/mpi_bootstrap.hpp"
+#include "runtime/create_communicator.hpp"
 
 namespace sharc {
 

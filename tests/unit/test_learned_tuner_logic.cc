@@ -5,8 +5,8 @@
 
 #include <map>
 
-#include "api/flight_recorder.hpp"
-#include "api/learned_tuner.hpp"
+#include "runtime/flight_recorder.hpp"
+#include "runtime/learned_tuner.hpp"
 
 namespace sharc::detail {
 namespace {

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "communicator_impl.hpp"
 #include "core/collective.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace sharc::detail {
 namespace {

@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "communicator_impl.hpp"
 #include "core/config.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace sharc::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine_watch.hpp"
+#include "runtime/engine_watch.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,9 +12,9 @@
 #include <cstring>
 #include <vector>
 
-#include "communicator_impl.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace sharc::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "flight_recorder.hpp"
+#include "runtime/flight_recorder.hpp"
 
 #include <time.h>
 

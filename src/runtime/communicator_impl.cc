@@ -1,5 +1,5 @@
 // Starting collectives (validation, algorithm choice, schedule), split and destroy.
-#include "communicator_impl.hpp"
+#include "runtime/communicator_impl.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -33,6 +33,11 @@ const algo::TunerParams& tunerParams() {
 }
 
 }  // namespace
+
+std::shared_ptr<Communicator> CommunicatorImpl::wrap(std::shared_ptr<CommState> state) {
+  return std::shared_ptr<Communicator>(
+      new Communicator(std::make_unique<CommunicatorImpl>(std::move(state))));
+}
 
 std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
@@ -516,17 +521,3 @@ Result CommunicatorImpl::failure(std::string* message) const {
 }
 
 }  // namespace sharc::detail
-
-namespace sharc {
-
-CallPlan Communicator::plan(CollectiveKind kind, size_t count, DataType type) const {
-  if (kind != CollectiveKind::AllGather && kind != CollectiveKind::ReduceScatter &&
-      kind != CollectiveKind::AllReduce)
-    throw Error(Result::InvalidArgument, "rank " + std::to_string(rank()) + ": plan: collective " +
-                                             core::collectiveName(kind) +
-                                             ": expected AllGather, ReduceScatter or AllReduce");
-  const algo::Plan p = impl_->plan(kind, count, type);
-  return {algo::algorithmName(p.algorithm), p.chunkBytes, p.predictedUs, p.breakdown};
-}
-
-}  // namespace sharc

@@ -1,6 +1,6 @@
 // The learning tuner (learned_tuner.hpp): exploration schedule, the agreement vector, the
 // decision, and the `choice.` lines of a tuner file.
-#include "learned_tuner.hpp"
+#include "runtime/learned_tuner.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,10 +17,10 @@
 #include <sstream>
 #include <thread>
 
-#include "communicator_impl.hpp"
 #include "core/collective.hpp"
 #include "core/hash.hpp"
 #include "core/log.hpp"
+#include "runtime/communicator_impl.hpp"
 
 namespace sharc::detail {
 namespace {

@@ -1,0 +1,89 @@
+// CommunicatorImpl: what sharc::Communicator forwards to (starting collectives, point-to-point
+// groups, stream-ordered calls, split, abort and destroy).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <sharc/communicator.hpp>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.hpp"
+#include "algorithms/tuner.hpp"
+#include "runtime/comm_state.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/request_state.hpp"
+
+namespace sharc::gpu {
+class StreamExecutor;
+}
+
+namespace sharc::detail {
+
+class CommunicatorImpl {
+ public:
+  explicit CommunicatorImpl(std::shared_ptr<CommState> state);
+  ~CommunicatorImpl();
+  static std::shared_ptr<Communicator> wrap(std::shared_ptr<CommState> state);
+
+  int rank() const { return state_->rank; }
+  int size() const { return state_->size; }
+  std::string provider() const;
+
+  /// Validates, builds the schedule of `kind` and starts it.
+  Request start(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
+                RedOp op, int root);
+  /// The plan a call of `kind` with `count` elements of `type` gets now: SHARC_ALGO, else
+  /// the SHARC_TUNER_FILE choice, else the learned one once settled, else the model's.
+  algo::Plan plan(CollectiveKind kind, size_t count, DataType type,
+                  bool withBreakdown = true) const;
+  std::shared_ptr<Communicator> split(int color, int key);
+  /// Members-only creation over the same endpoint (point_to_point.cc has the rest).
+  std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
+                                         const ExchangeFn& exchange,
+                                         std::chrono::milliseconds timeout);
+  /// Starts a group of sends and receives as one request (point_to_point.cc).
+  Request startGroup(const std::vector<PointToPoint>& ops);
+  /// Validates and queues a stream-ordered call (stream_calls.cc).
+  void startStream(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
+                   RedOp op, int root, CudaStream stream);
+  Result streamAsyncError(std::string* message) const;
+  void synchronizeStreamCalls(std::chrono::milliseconds timeout);
+  void destroy(std::chrono::milliseconds closingWait = std::chrono::seconds(10)) noexcept;
+  /// Fails every pending and later operation here and tells the peers (communicator.hpp).
+  void abort(const std::string& reason) noexcept;
+  Result failure(std::string* message) const;
+  /// The flight record of this process (communicator.hpp).
+  std::string traceJson() const;
+  /// Writes it to `dir` ("" = SHARC_TRACE_DIR) and returns the file's path.
+  std::string dumpTrace(const std::string& dir) const;
+  void setTimeout(std::chrono::milliseconds timeout);
+  bool destroyed() const { return destroyed_; }
+  CommState& state() { return *state_; }
+
+ private:
+  void validate(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
+                RedOp op, int root) const;
+  // What the cost model sees of a call here.
+  algo::CallShape shapeOf(CollectiveKind kind, size_t count, DataType type) const;
+  // SHARC_ALGO's plan, else the SHARC_TUNER_FILE choice, else the model's.
+  CommState::StaticPlan staticPlan(CollectiveKind kind, size_t count, DataType type,
+                                   bool withBreakdown) const;
+  // The learning tuner's agreement on a shape: issues it (an internal AllReduce) at the call
+  // after its exploration, and decides at the next call (learned_tuner.hpp).
+  void agreeIfDue(uint64_t planKey);
+  // Fills what every schedule of this communicator shares (engine lock held).
+  algo::ScheduleContext baseContext(CollectiveKind kind, DataType type, RedOp op, size_t count);
+  // Registers a built schedule and posts what it can (engine lock held).
+  Request launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId);
+  // Lets queued stream-ordered calls finish and stops their worker (stream_calls.cc).
+  void stopStreamCalls() noexcept;
+  std::shared_ptr<CommState> state_;
+  mutable std::mutex streamMu_;
+  std::unique_ptr<gpu::StreamExecutor> streamExecutor_;  // made by the first stream call
+  std::atomic<bool> destroyed_{false};  // read by abort() and calls on other threads
+};
+
+}  // namespace sharc::detail
