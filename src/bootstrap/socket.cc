@@ -344,11 +344,6 @@ IoResult recvAll(int fd, void* data, size_t length, Deadline deadline, int* err)
   return IoResult::Ok;
 }
 
-bool setNonBlocking(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL, 0);
-  return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
-}
-
 void setNoDelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));  // best effort

@@ -99,8 +99,6 @@ enum class IoResult {
 IoResult sendAll(int fd, const void* data, size_t length, Deadline deadline, int* err = nullptr);
 IoResult recvAll(int fd, void* data, size_t length, Deadline deadline, int* err = nullptr);
 
-/// Makes a descriptor non-blocking; returns false (errno set) on failure.
-bool setNonBlocking(int fd);
 /// Disables Nagle's algorithm (bootstrap messages are small and latency-bound).
 void setNoDelay(int fd);
 
