@@ -149,8 +149,8 @@ def _collectives_worker(rank, n, cfg):
                 run()
                 checks[b] = check()
                 reset()
-            # The checked call above is the first warm-up call. (sharc's first calls on a buffer
-            # are slow: at 64 MiB on 4 ranks here, ~250 ms, then ~30 ms, then ~15 ms.)
+            # The checked call above is the first warm-up call: the first calls on a buffer
+            # are slow (registration, first touch), so warm-up calls are not timed.
             for _ in range(cfg["warmup"] - 1):
                 for b in groups:
                     sync.barrier()
@@ -158,7 +158,7 @@ def _collectives_worker(rank, n, cfg):
             # Blocks in the order gloo sharc sharc gloo (half the iterations each), so that a
             # drift in the machine's load hits both alike. A block that follows the other
             # backend's calls starts with one untimed call: the first call after the other
-            # backend's is slower (at 64 MiB, sharc's by 2-6x right after gloo's), and that
+            # backend's is slower (caches and pages the other backend left), and that
             # carry-over is not what is being measured. (The calls above end with gloo's.)
             times = {b: [] for b in groups}
             first = (iters + 1) // 2

@@ -18,8 +18,8 @@
 #                   of a host's default qdisc (fq_codel) would not hold them behind another
 #                   connection's bulk data; tbf: one token bucket and one FIFO, the old
 #                   emulation, where a node's ACKs and requests wait behind its own data (up
-#                   to --queue) and the other side stalls (256 KiB-2 MiB ring calls at
-#                   200 Mbit/s took 1.2-1.4x the line rate's time; htb: 0.97-1.03x)
+#                   to --queue) and the other side stalls (docs/planning.md, "On the
+#                   emulated cluster")
 #   --burst SIZE    the token bucket's burst (tc size, e.g. 32kb)
 #   --queue TIME    tbf only: the most a packet waits in the bucket's queue (default 100ms)
 #   --delay TIME    one-way delay added on every node's link (e.g. 100us)

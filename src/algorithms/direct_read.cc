@@ -69,8 +69,8 @@ void doneHandshake(Schedule& s, const std::vector<std::vector<Schedule::OpId>>& 
 // Reduces `count` elements into `out`: this rank's own (`own`) and every peer's, read from
 // byte `at` of the peer's buffer (`length` bytes, announced in `addr`). Chunks small enough to
 // stay in cache between the read and the reduction go through a few reused buffers, so the
-// peer's data never goes out to memory on this side (a block-sized buffer cost a write and a
-// read-for-ownership of every byte: 2.0 against 2.6 GB/s busbw, 2 ranks, 64 MiB float32).
+// peer's data never goes out to memory on this side (docs/topology.md, "Single-copy
+// transfers").
 // Returns the operation that finishes each chunk; readsFrom[peer] gets the reads of peer.
 std::vector<Schedule::OpId> reduceFromPeers(Schedule& s, const Addresses& addr, uint64_t length,
                                             size_t at, size_t count, const std::byte* own,
