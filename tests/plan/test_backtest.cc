@@ -461,7 +461,8 @@ void printJson() {
         const NcclTerms t = ncclTerms("p5.48xlarge", n, b, eff, c);
         const Prediction nc = predictNccl("p5.48xlarge", n, b, eff, c);
         const Prediction h = predictCollective(p5, n, c, b, "hierarchical");
-        // The same with tuner.cc's EFA message latency (15 us) instead of the profile's 4 us.
+        // The same with a 15 us EFA message latency instead of the profile's 4 us: how much
+        // the ranking depends on the latency term.
         Cluster p5Efa = p5;
         p5Efa.fabricAlphaUs = 15;
         const Prediction h15 = predictCollective(p5Efa, n, c, b, "hierarchical");
