@@ -10,13 +10,6 @@
 
 namespace sharc {
 
-Communicator::Communicator(std::unique_ptr<detail::CommunicatorImpl> impl)
-    : impl_(std::move(impl)) {}
-
-Communicator::~Communicator() {
-  destroy();
-}
-
 std::shared_ptr<Communicator> Communicator::create(const UniqueId& id, int nranks, int rank,
                                                    const CommOptions& options) {
   if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -94,10 +87,6 @@ void Communicator::broadcast(const void* s, void* r, size_t count, DataType type
 }
 void Communicator::barrier() {
   ibarrier().wait();
-}
-
-void Communicator::destroy(std::chrono::milliseconds closingWait) noexcept {
-  if (impl_) impl_->destroy(closingWait);
 }
 
 void Communicator::abort(const std::string& reason) noexcept {

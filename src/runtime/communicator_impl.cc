@@ -353,7 +353,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::split(int color, int key) {
     throw;
   }
   c.internalCall = "";
-  req.wait();
+  waitRequest(*req.state_, std::chrono::milliseconds::max());
   if (color < 0) return nullptr;
 
   std::vector<int> members;
