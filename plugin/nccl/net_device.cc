@@ -390,6 +390,7 @@ void openDevices() {
         options.provider = provider;
         options.requiredNic = domain;
         options.hmem = openWithHmem(provider);  // GPU memory where wanted (ptrSupport)
+        options.forbidProviderCudaCalls = true;  // NCCL's proxy thread must make no CUDA calls
         devices->push_back(std::make_unique<NetDevice>(static_cast<int>(devices->size()),
                                                        transport::openFabricEndpoint(options)));
       } catch (const std::exception& e) {

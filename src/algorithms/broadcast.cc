@@ -17,7 +17,7 @@ namespace {
 // and fails the call on a disagreement, naming who passed which root. Cost: log2(n) tiny
 // messages per Broadcast, which training loops call rarely.
 void addRootCheck(Schedule& s, int n, int r, int root) {
-  auto* roots = reinterpret_cast<int32_t*>(s.scratch(sizeof(int32_t) * static_cast<size_t>(n)));
+  auto* roots = reinterpret_cast<int32_t*>(s.hostScratch(sizeof(int32_t) * static_cast<size_t>(n)));
   roots[0] = root;  // roots[k] is the root rank (r + k) % n passed
   std::vector<Schedule::OpId> received;
   uint32_t round = 0;

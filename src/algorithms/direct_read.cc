@@ -40,7 +40,7 @@ Addresses exchangeAddresses(Schedule& s, const void* send, size_t sendBytes,
   const auto& c = s.context();
   const int n = c.size, r = c.rank;
   Addresses a{reinterpret_cast<transport::RemoteBuffer*>(
-                  s.scratch(sizeof(transport::RemoteBuffer) * static_cast<size_t>(n + 1))),
+                  s.hostScratch(sizeof(transport::RemoteBuffer) * static_cast<size_t>(n + 1))),
               std::vector<Schedule::OpId>(n),
               {}};
   a.of[n] = transport::RemoteBuffer{reinterpret_cast<uint64_t>(send), sendBytes};

@@ -51,6 +51,7 @@ Schedule::Schedule(ScheduleContext ctx)
 Schedule::~Schedule() {
   if (ctx_.scratch)
     for (auto& b : scratch_) ctx_.scratch->release(std::move(b));
+  releaseDeviceMemory();
 }
 
 std::string Schedule::describe() const {
@@ -80,33 +81,43 @@ Schedule::OpId Schedule::add(Op op) {
 
 // Each builder fills only its kind's fields (designated initialisers, declaration order).
 Schedule::OpId Schedule::send(int peer, uint32_t slot, const void* buf, size_t bytes) {
-  return add({.kind = OpKind::Send, .peer = peer, .slot = slot, .src = buf, .size = bytes});
+  const OpId id =
+      add({.kind = OpKind::Send, .peer = peer, .slot = slot, .src = buf, .size = bytes});
+  markStaged(id);
+  return id;
 }
 
 Schedule::OpId Schedule::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
-  return add({.kind = OpKind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
+  const OpId id =
+      add({.kind = OpKind::Recv, .peer = peer, .slot = slot, .dst = buf, .size = bytes});
+  markStaged(id);
+  return id;
 }
 
 Schedule::OpId Schedule::sendWithSeq(int peer, uint32_t seq, uint32_t slot, const void* buf,
                                      size_t bytes) {
-  return add({.kind = OpKind::Send,
-              .peer = peer,
-              .slot = slot,
-              .seq = seq,
-              .ownSeq = true,
-              .src = buf,
-              .size = bytes});
+  const OpId id = add({.kind = OpKind::Send,
+                       .peer = peer,
+                       .slot = slot,
+                       .seq = seq,
+                       .ownSeq = true,
+                       .src = buf,
+                       .size = bytes});
+  markStaged(id);
+  return id;
 }
 
 Schedule::OpId Schedule::recvWithSeq(int peer, uint32_t seq, uint32_t slot, void* buf,
                                      size_t bytes) {
-  return add({.kind = OpKind::Recv,
-              .peer = peer,
-              .slot = slot,
-              .seq = seq,
-              .ownSeq = true,
-              .dst = buf,
-              .size = bytes});
+  const OpId id = add({.kind = OpKind::Recv,
+                       .peer = peer,
+                       .slot = slot,
+                       .seq = seq,
+                       .ownSeq = true,
+                       .dst = buf,
+                       .size = bytes});
+  markStaged(id);
+  return id;
 }
 
 Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t count) {
@@ -167,7 +178,10 @@ Schedule::Progress Schedule::progress() const {
       p.peer = op.peer;
       return p;
     }
-  if (!readyLocal_.empty()) p.waitingFor = "local";
+  if (!deviceWaits_.empty())
+    p.waitingFor = "device";
+  else if (!readyLocal_.empty())
+    p.waitingFor = "local";
   return p;
 }
 
@@ -200,13 +214,25 @@ void Schedule::after(OpId op, OpId before) {
 }
 
 std::byte* Schedule::scratch(size_t bytes) {
+  if (ctx_.device != nullptr && ctx_.deviceScratch != nullptr) {
+    deviceScratch_.push_back(ctx_.deviceScratch->acquire(bytes));
+    return static_cast<std::byte*>(deviceScratch_.back().data());
+  }
   scratch_.push_back(ctx_.scratch->acquire(bytes));
   return scratch_.back().data.get();
+}
+
+std::byte* Schedule::hostScratch(size_t bytes) {
+  scratch_.push_back(ctx_.scratch->acquire(bytes));
+  std::byte* p = scratch_.back().data.get();
+  if (ctx_.device != nullptr) hostScratch_.emplace_back(p, bytes);
+  return p;
 }
 
 void Schedule::complete(OpId id) {
   Op& op = ops_[id];
   op.state = OpState::Done;
+  if (op.stage) ctx_.staging->release(std::move(op.stage));
   ++done_;
   for (OpId d : op.dependents) {
     Op& next = ops_[d];
@@ -282,6 +308,12 @@ void Schedule::runLocal(Op& op) {
 
 bool Schedule::post(OpId id) {
   Op& op = ops_[id];
+  if (op.staged) return op.kind == OpKind::Send ? startStagedSend(id) : postStagedRecv(id);
+  return postTransfer(id, op.src, op.dst);
+}
+
+bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
+  Op& op = ops_[id];
   const uint64_t base = op.ownSeq ? tag::base(ctx_.commId, op.seq, tag::sigOf(tagBase_)) : tagBase_;
   // A collective's slots are rotated by a hash of its count: ranks that disagree on the count
   // then match none of each other's messages and the stall probe names the mismatch, where
@@ -292,14 +324,15 @@ bool Schedule::post(OpId id) {
   transport::PostStatus st;
   if (op.kind == OpKind::Send) {
     const uint64_t t = tag::make(base, static_cast<uint32_t>(ctx_.rank), slot);
-    st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, op.src, op.size, op.transfer);
+    st = ctx_.endpoint->postSend((*ctx_.peers)[op.peer], t, buf, op.size, op.transfer);
   } else {
     const uint64_t t = tag::make(base, static_cast<uint32_t>(op.peer), slot);
-    st = ctx_.endpoint->postRecv((*ctx_.peers)[op.peer], t, tag::kSigMask, op.dst, op.size,
+    st = ctx_.endpoint->postRecv((*ctx_.peers)[op.peer], t, tag::kSigMask, rbuf, op.size,
                                  op.transfer);
   }
   if (st == transport::PostStatus::Retry) return false;
   if (st == transport::PostStatus::Completed) {  // injected: done already
+    if (op.staged && op.kind == OpKind::Send) --postedSends_;  // counted when staging began
     complete(id);
     return true;
   }
@@ -311,10 +344,10 @@ bool Schedule::post(OpId id) {
   }
   op.state = OpState::Posted;
   ++posted_;
-  if (op.kind == OpKind::Send)
-    ++postedSends_;
-  else
+  if (op.kind == OpKind::Recv)
     ++postedRecvs_;
+  else if (!op.staged)  // a staged send counted itself when its staging began
+    ++postedSends_;
   return true;
 }
 
@@ -336,7 +369,14 @@ Schedule::State Schedule::advance() {
   }
   bool progressed = true;
   while (progressed && state_ == State::Running) {
-    progressed = false;
+    progressed = pollDevice();
+    if (state_ != State::Running) break;
+    while (!stagedSends_.empty() && state_ == State::Running) {
+      const OpId id = stagedSends_.front();
+      if (!postTransfer(id, ops_[id].stage.data(), nullptr)) break;
+      stagedSends_.pop_front();
+      progressed = true;
+    }
     while (!readyRecvs_.empty()) {
       while (oldestUnposted_ < recvOrder_.size() &&
              ops_[recvOrder_[oldestUnposted_]].state >= OpState::Posted)
@@ -356,6 +396,13 @@ Schedule::State Schedule::advance() {
     while (!readyLocal_.empty() && state_ == State::Running) {
       const OpId id = readyLocal_.front();
       readyLocal_.pop_front();
+      const OpKind k = ops_[id].kind;
+      if (ctx_.device != nullptr &&
+          (k == OpKind::Reduce || k == OpKind::Copy || k == OpKind::Divide)) {
+        runOnDevice(id);
+        progressed = true;
+        continue;
+      }
       runLocal(ops_[id]);
       if (state_ != State::Running) break;
       complete(id);
@@ -404,6 +451,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
   }
   if (op.kind == OpKind::Recv) {
     const uint32_t sig = tag::sigOf(tag);
+    // (A staged receive is checked here too, before its copy out of staging.)
     const uint32_t expected = tag::signature(ctx_.kind, ctx_.type, ctx_.op);
     if (sig != expected) {
       std::ostringstream os;
@@ -424,6 +472,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
                                      " were expected (do all ranks pass the same count?)");
       return;
     }
+    if (op.staged) return finishStagedRecv(t.index);
   }
   complete(t.index);
 }

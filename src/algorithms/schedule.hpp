@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "core/device_queue.hpp"
 #include "node_map.hpp"
+#include "queue_pool.hpp"
 #include "tag.hpp"
 #include "transport/endpoint.hpp"
 
@@ -91,6 +93,18 @@ struct ScheduleContext {
   size_t count = 0;
   std::string algorithm;  ///< for messages and logs
   std::chrono::steady_clock::time_point deadline;
+
+  // ---- the device path (docs/gpu.md): null `device` runs everything on the host ----
+  /// Runs the schedule's reductions, copies and divisions (asynchronously, tracked by fences);
+  /// the host then touches no buffer of the call, only the schedule's hostScratch().
+  core::DeviceQueue* device = nullptr;
+  /// scratch() memory on the device path (device memory from `device`).
+  QueuePool* deviceScratch = nullptr;
+  /// Host staging for links that cannot carry device memory (allocateStaging).
+  QueuePool* staging = nullptr;
+  /// Per communicator rank: non-zero where the link carries device memory itself (the
+  /// provider has FI_HMEM); zero where each message is staged through host memory.
+  const std::vector<uint8_t>* directLinks = nullptr;
 };
 
 class Schedule final : public transport::TransferOwner {
@@ -132,8 +146,19 @@ class Schedule final : public transport::TransferOwner {
   OpId check(std::function<std::string()> verify);
   /// `op` starts only after `before` has completed.
   void after(OpId op, OpId before);
-  /// Scratch bytes owned by the schedule (returned to the pool when it is destroyed).
+  /// Scratch bytes owned by the schedule (returned to the pool when it is destroyed): device
+  /// memory on the device path, for data the schedule's operations move and reduce.
   std::byte* scratch(size_t bytes);
+  /// Host scratch for what the host itself reads (a check's inputs: roots, addresses), on the
+  /// device path too; transfers of it are never staged.
+  std::byte* hostScratch(size_t bytes);
+  /// The device scratch this schedule holds, as (address, bytes): what must be registered
+  /// with the provider before it starts.
+  std::vector<std::pair<const void*, size_t>> deviceScratchRanges() const;
+  /// Whether local operations run on a device queue.
+  bool onDevice() const { return ctx_.device != nullptr; }
+  /// Transfers staged through host memory so far (device path; for logs and tests).
+  uint64_t stagedTransfers() const { return stagedTransfers_; }
   size_t opCount() const { return ops_.size(); }
   const ScheduleContext& context() const { return ctx_; }
 
@@ -163,14 +188,15 @@ class Schedule final : public transport::TransferOwner {
   void fail(Result code, const std::string& message);
   Result errorCode() const { return errorCode_; }
   const std::string& errorMessage() const { return errorMessage_; }
-  /// True when no transfer of this schedule is still posted (safe to free).
-  bool quiescent() const { return posted_ == 0; }
+  /// True when no transfer of this schedule is still posted and no operation of it still
+  /// queued on the device (safe to free); polls the device queue.
+  bool quiescent();
   /// "rank 2: AllGather #57 (count=7, float32, ring)" for messages.
   std::string describe() const;
   /// Where a running schedule stands, for the flight recorder and the stall probe.
   struct Progress {
     size_t opsDone = 0, opsTotal = 0;
-    const char* waitingFor = "none";  ///< "recv", "send", "local" or "none"
+    const char* waitingFor = "none";  ///< "recv", "send", "local", "device" or "none"
     int peer = -1;                    ///< communicator rank waited on, -1 if none
     uint64_t bytesReceived = 0, bytesExpected = 0;
   };
@@ -198,11 +224,31 @@ class Schedule final : public transport::TransferOwner {
     uint64_t expectedLength = 0;
     std::vector<OpId> dependents{};
     transport::Transfer transfer{};
+    // The device path: a transfer of device memory over a link without FI_HMEM goes through
+    // `stage` (host staging): a send copies in first, a receive copies out after.
+    bool hostBuffer = false;  // its buffer is hostScratch(): never staged
+    bool staged = false;
+    bool stagedIn = false;  // a staged send whose copy into `stage` has finished
+    core::QueueMemory stage{};
+  };
+  // A device operation in flight: `op` moves on once `ticket` has finished.
+  struct DeviceWait {
+    core::DeviceQueue::Ticket ticket;
+    OpId op;
   };
   OpId add(Op op);
   void complete(OpId id);
   void runLocal(Op& op);
   bool post(OpId id);
+  // ---- the device path (schedule_device.cc) ----
+  void markStaged(OpId id);            // at build time: decides whether a transfer is staged
+  void runOnDevice(OpId id);           // enqueues a local operation, tracked by a fence
+  bool startStagedSend(OpId id);       // enqueues a staged send's copy into host staging
+  bool postStagedRecv(OpId id);        // posts a staged receive into host staging
+  void finishStagedRecv(OpId id);      // enqueues a staged receive's copy out of staging
+  bool pollDevice();                   // moves on the operations whose fences have finished
+  bool postTransfer(OpId id, const void* buf, void* rbuf);
+  void releaseDeviceMemory() noexcept;  // gives scratch and staging back (destructor)
   std::string waitingOn() const;
 
   ScheduleContext ctx_;
@@ -215,6 +261,11 @@ class Schedule final : public transport::TransferOwner {
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
   size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted
   std::vector<ScratchPool::Buffer> scratch_;
+  std::vector<core::QueueMemory> deviceScratch_;
+  std::vector<std::pair<const std::byte*, size_t>> hostScratch_;  // device path: host ranges
+  std::deque<DeviceWait> deviceWaits_;  // oldest first (the queue finishes in order)
+  std::deque<OpId> stagedSends_;        // staged sends copied in, waiting to be posted
+  uint64_t stagedTransfers_ = 0;
   std::vector<std::function<std::string()>> checks_;  // Check ops (Op::size indexes it)
   State state_ = State::Running;
   bool started_ = false;

@@ -268,6 +268,13 @@ Config Config::load() {
     if (*v != "auto" && *v != "0" && *v != "1") badValue("SHARC_NCCL_HMEM", *v, "auto, 0 or 1");
     config.ncclHmem = *v == "auto" ? HmemMode::Auto : *v == "1" ? HmemMode::On : HmemMode::Off;
   }
+  if (auto v = envValue("SHARC_DEVICE_PATH")) {
+    if (*v != "direct" && *v != "staged" && *v != "host")
+      badValue("SHARC_DEVICE_PATH", *v, "direct, staged or host");
+    config.devicePath = *v == "direct"   ? DevicePath::Direct
+                        : *v == "staged" ? DevicePath::Staged
+                                         : DevicePath::Host;
+  }
   if (auto v = envValue("SHARC_HIER_PROXY")) {
     if (*v != "auto" && *v != "rail" && *v != "rotated")
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");

@@ -31,6 +31,18 @@ struct TunerChoice {
 };
 
 /// SHARC_NCCL_HMEM's values.
+/// SHARC_DEVICE_PATH's values.
+enum class DevicePath {
+  /// The engine's schedules run on the device buffers: a device queue reduces and copies,
+  /// links whose provider has FI_HMEM carry device memory, the others stage each message.
+  Direct,
+  /// Each chunk of a call is copied to pinned host memory and the host collective runs on it.
+  Staged,
+  /// For tests without a GPU: host-memory collectives take the Direct path with the host
+  /// device queue standing in for the GPU.
+  Host,
+};
+
 enum class HmemMode { Auto, On, Off };
 
 /// SHARC_HIER_PROXY's values.
@@ -74,6 +86,8 @@ struct Config {
   /// memory): "auto" the NIC providers only (efa, verbs, ...; on shm it slows host transfers
   /// of 256 KiB to 4 MiB by a fifth), "1" every provider that has it, "0" none.
   HmemMode ncclHmem = HmemMode::Auto;
+  /// SHARC_DEVICE_PATH: how collectives on device memory between hosts run (docs/gpu.md).
+  DevicePath devicePath = DevicePath::Direct;
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;

@@ -164,6 +164,31 @@ std::pair<void*, size_t> allocationRange(const void* p) {
   return {reinterpret_cast<void*>(base), size};
 }
 
+namespace {
+using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+PointerAttributeFn pointerAttributeFn() {
+  static PointerAttributeFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &p, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PointerAttributeFn>(p);
+  }();
+  return fn;
+}
+}  // namespace
+
+uint64_t bufferIdOf(const void* p) noexcept {
+  const PointerAttributeFn fn = pointerAttributeFn();
+  if (fn == nullptr) return 0;
+  unsigned long long id = 0;
+  if (fn(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS)
+    return 0;
+  return id;
+}
+
 IpcBufferHandle exportIpcBuffer(const void* p) {
   const auto [base, size] = allocationRange(p);
   (void)size;

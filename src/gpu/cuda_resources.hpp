@@ -109,6 +109,10 @@ IpcBufferHandle exportIpcBuffer(const void* p);
 
 /// The base of the allocation holding device pointer `p`, and its size.
 std::pair<void*, size_t> allocationRange(const void* p);
+/// CUDA's id of the allocation holding `p` (CU_POINTER_ATTRIBUTE_BUFFER_ID: unique for the
+/// process's lifetime, so a freed and reused address gets a new one); 0 when `p` is not
+/// device memory or the driver cannot say.
+uint64_t bufferIdOf(const void* p) noexcept;
 
 /// Another process's allocation, mapped into this one through its IPC handle
 /// (cudaIpcOpenMemHandle); unmapped on destruction.

@@ -82,7 +82,7 @@ void validate(const Shape& s, size_t chunkBytes) {
 }
 
 // Enqueues the copies that fill `slot` with chunk [first, first + len).
-void stageIn(CopyEngine& e, const Shape& s, std::byte* slot, size_t first, size_t len) {
+void stageIn(DeviceQueue& e, const Shape& s, std::byte* slot, size_t first, size_t len) {
   const size_t bytes = len * s.elem;
   switch (s.call.kind) {
     case CollectiveKind::AllGather: e.copy(slot + s.rank * bytes, s.send(first), bytes); break;
@@ -115,7 +115,7 @@ Request post(Communicator& comm, const Shape& s, std::byte* slot, size_t len) {
 }
 
 // Enqueues the copies of chunk [first, first + len)'s result from `slot` to the caller.
-void stageOut(CopyEngine& e, const Shape& s, const std::byte* slot, size_t first, size_t len) {
+void stageOut(DeviceQueue& e, const Shape& s, const std::byte* slot, size_t first, size_t len) {
   const size_t bytes = len * s.elem;
   switch (s.call.kind) {
     case CollectiveKind::AllGather:
@@ -144,7 +144,7 @@ void cleanUp(StagingPool& pool, const std::vector<Request>& requests, const Prog
              std::chrono::milliseconds grace, const Shape& s) noexcept {
   const size_t slots = requests.size();
   try {
-    CopyEngine& e = pool.engine();
+    DeviceQueue& e = pool.engine();
     e.wait(e.fence(), grace);
   } catch (const std::exception& ex) {
     SHARC_WARN(describe(s) << ": copies did not finish after a failure (" << ex.what()
@@ -184,15 +184,15 @@ ChunkPlan planChunks(size_t count, DataType type, size_t chunkBytes) {
   return plan;
 }
 
-StagingPool::StagingPool(CopyEngine& copies, size_t slots) : copies_(copies) {
+StagingPool::StagingPool(DeviceQueue& copies, size_t slots) : copies_(copies) {
   if (slots == 0) throw Error(Result::InvalidArgument, "StagingPool: 0 slots");
   slots_.resize(slots);
 }
 
 void* StagingPool::slot(size_t i, size_t bytes) {
-  HostStaging& s = slots_.at(i);
+  QueueMemory& s = slots_.at(i);
   if (!s || s.bytes() < bytes) {
-    s = HostStaging();  // free first: the old and the new need not both fit
+    s = QueueMemory();  // free first: the old and the new need not both fit
     s = copies_.allocateStaging(bytes);
   }
   return s.data();
@@ -200,12 +200,12 @@ void* StagingPool::slot(size_t i, size_t bytes) {
 
 size_t StagingPool::bytesHeld() const noexcept {
   size_t total = 0;
-  for (const HostStaging& s : slots_) total += s.bytes();
+  for (const QueueMemory& s : slots_) total += s.bytes();
   return total;
 }
 
 void StagingPool::release() noexcept {
-  for (HostStaging& s : slots_) s = HostStaging();
+  for (QueueMemory& s : slots_) s = QueueMemory();
 }
 
 void StagingPool::abandon(size_t i) noexcept {
@@ -251,9 +251,9 @@ void runStaged(Communicator& comm, StagingPool& pool, const StagedCall& call, si
   const size_t slotBytes = plan.chunkElems * elem * (s.perRank ? static_cast<size_t>(n) : 1);
   std::vector<std::byte*> slot(slots);
   for (size_t i = 0; i < slots; ++i) slot[i] = static_cast<std::byte*>(pool.slot(i, slotBytes));
-  CopyEngine& e = pool.engine();
+  DeviceQueue& e = pool.engine();
   std::vector<Request> requests(slots);
-  std::vector<CopyEngine::Ticket> copiedIn(slots), copiedOut(slots);
+  std::vector<DeviceQueue::Ticket> copiedIn(slots), copiedOut(slots);
   Progress p;
   const size_t chunks = plan.chunks;
 
@@ -298,7 +298,7 @@ void runStaged(Communicator& comm, StagingPool& pool, const StagedCall& call, si
         idle = 0;
         continue;
       }
-      // Spin briefly, then yield (the copy engine and the peers need the cores), then sleep.
+      // Spin briefly, then yield (the device queue and the peers need the cores), then sleep.
       ++idle;
       if (idle > 20000) {
         const timespec ts{0, 20000};
@@ -313,7 +313,7 @@ void runStaged(Communicator& comm, StagingPool& pool, const StagedCall& call, si
   }
 }
 
-void runStaged(Communicator& comm, CopyEngine& copies, const StagedCall& call, size_t chunkBytes,
+void runStaged(Communicator& comm, DeviceQueue& copies, const StagedCall& call, size_t chunkBytes,
                std::chrono::milliseconds timeout) {
   StagingPool pool(copies);
   runStaged(comm, pool, call, chunkBytes, timeout);

@@ -1,8 +1,8 @@
 // Collectives over memory the host may not touch (CUDA device memory), staged through host
 // memory: each chunk is copied into a host staging slot, the host collective runs on the
 // slot, and the result is copied back, pipelined so that the copies of neighbouring chunks
-// overlap each chunk's collective on the network. The copies go through a CopyEngine, so the
-// pipeline runs (and is tested) over HostCopyEngine as well as CudaCopyEngine. Internal to
+// overlap each chunk's collective on the network. The copies go through a DeviceQueue, so the
+// pipeline runs (and is tested) over HostDeviceQueue as well as CudaDeviceQueue. Internal to
 // sharc; always compiled.
 #pragma once
 
@@ -13,9 +13,12 @@
 #include <sharc/types.hpp>
 #include <vector>
 
-#include "gpu/copy_engine.hpp"
+#include "core/device_queue.hpp"
 
 namespace sharc::gpu {
+
+using core::DeviceQueue;
+using core::QueueMemory;
 
 /// One collective, with the buffer semantics of the host collectives (Communicator), NCCL's
 /// in-place forms included; `count` is per rank for AllGather and ReduceScatter.
@@ -54,11 +57,11 @@ class StagingPool {
   static constexpr size_t kDefaultSlots = 3;
   /// `slots` >= 1: 2 overlap the copies of one chunk with the collective of another, 3 (the
   /// default) let the copies in of chunk k+1 and out of chunk k-1 both overlap chunk k.
-  explicit StagingPool(CopyEngine& copies, size_t slots = kDefaultSlots);
+  explicit StagingPool(DeviceQueue& copies, size_t slots = kDefaultSlots);
   StagingPool(const StagingPool&) = delete;
   StagingPool& operator=(const StagingPool&) = delete;
 
-  CopyEngine& engine() const noexcept { return copies_; }
+  DeviceQueue& engine() const noexcept { return copies_; }
   size_t slots() const noexcept { return slots_.size(); }
   /// Slot `i` (< slots()), at least `bytes` long; its contents are undefined.
   void* slot(size_t i, size_t bytes);
@@ -71,8 +74,8 @@ class StagingPool {
   void abandon(size_t i) noexcept;
 
  private:
-  CopyEngine& copies_;
-  std::vector<HostStaging> slots_;
+  DeviceQueue& copies_;
+  std::vector<QueueMemory> slots_;
 };
 
 /// Runs `call` on buffers the host may not touch, staged through host memory from
@@ -89,7 +92,7 @@ void runStaged(Communicator& comm, StagingPool& staging, const StagedCall& call,
                std::chrono::milliseconds timeout);
 
 /// The same with staging allocated for this call only (StagingPool::kDefaultSlots slots).
-void runStaged(Communicator& comm, CopyEngine& copies, const StagedCall& call, size_t chunkBytes,
+void runStaged(Communicator& comm, DeviceQueue& copies, const StagedCall& call, size_t chunkBytes,
                std::chrono::milliseconds timeout);
 
 }  // namespace sharc::gpu

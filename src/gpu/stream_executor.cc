@@ -9,7 +9,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "gpu/cuda_check.hpp"
-#include "gpu/cuda_copy_engine.hpp"
+#include "gpu/cuda_device_queue.hpp"
 #include "gpu/ipc_collective.hpp"
 #include "gpu/staged_collective.hpp"
 
@@ -198,7 +198,7 @@ void StreamExecutor::execute(Pending& p) {
 void StreamExecutor::runStagedPath(const StreamCall& call) {
   Staging& s = staging_[call.device];
   if (!s.copies) {
-    s.copies = std::make_unique<CudaCopyEngine>(call.device);
+    s.copies = std::make_unique<CudaDeviceQueue>(call.device);
     s.pool = std::make_unique<StagingPool>(*s.copies);
   }
   StagedCall staged{call.kind, call.send, call.recv, call.count, call.type, call.op, call.root};

@@ -20,10 +20,14 @@
 #include "gpu/stream_call.hpp"
 #include "gpu/stream_gate.hpp"
 
+namespace sharc::core {
+class DeviceQueue;
+}
+
 namespace sharc::gpu {
 
+using core::DeviceQueue;
 class IpcCollective;
-class CopyEngine;
 class StagingPool;
 
 class StreamExecutor {
@@ -59,10 +63,10 @@ class StreamExecutor {
   std::shared_ptr<Communicator> comm_;
   const std::chrono::milliseconds timeout_;
   StreamGate gate_;
-  // Per device, used by the worker alone: the IPC path, and the staging path's copy engine
+  // Per device, used by the worker alone: the IPC path, and the staging path's device queue
   // with its pinned staging (allocated once, grown when a call needs more).
   struct Staging {
-    std::unique_ptr<CopyEngine> copies;
+    std::unique_ptr<DeviceQueue> copies;
     std::unique_ptr<StagingPool> pool;
   };
   std::map<int, std::unique_ptr<IpcCollective>> ipc_;

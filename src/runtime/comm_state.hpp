@@ -59,6 +59,15 @@ class CommState final : public transport::TransferOwner {
   uint64_t p2pGroups = 0;         ///< point-to-point groups issued so far
   int parentId = -1;              ///< the communicator this one was split from (-1: the world)
   const char* path = "host";      ///< "stream": the executor of stream-ordered calls
+  /// The device path's links, per communicator rank: non-zero where the endpoint carries
+  /// device memory to that rank (FI_HMEM), zero where messages are staged; filled by the
+  /// first call on the device path (deviceLinks() in communicator_impl_device.cc).
+  std::vector<uint8_t> directLinks;
+  /// The same links, all staged: for a call whose registration failed.
+  std::vector<uint8_t> stagedLinks;
+  /// "device-direct", "device-staged" or "device-mixed": the flight record's path of a call
+  /// on the device path.
+  const char* devicePath = "device-staged";
   const char* internalCall = "";  ///< set around calls sharc makes itself (split, destroy)
   FlightRecorder recorder;
   /// Communicators split from this one: abort reaches them too.

@@ -196,6 +196,9 @@ void CommunicatorImpl::validate(CollectiveKind kind, const void* send, void* rec
 Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* recv, size_t count,
                                 DataType type, RedOp op, int root) {
   validate(kind, send, recv, count, type, op, root);
+  // SHARC_DEVICE_PATH=host: the device path, with the host device queue as the "GPU".
+  if (core::Config::get().devicePath == core::DevicePath::Host && state_->size > 1)
+    return startOn(kind, send, recv, count, type, op, root, -1);
   // The host forms read and write with the CPU: device memory would crash them.
   if (count > 0 && cudaAvailable()) {
     const bool readsSend = kind != CollectiveKind::Broadcast || root == state_->rank;
@@ -208,6 +211,18 @@ Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* rec
                     " is CUDA device memory: the host form takes host memory (use the form "
                     "that takes a cudaStream_t)");
   }
+  return startOn(kind, send, recv, count, type, op, root, kNoDevice);
+}
+
+Request CommunicatorImpl::startOnDevice(CollectiveKind kind, const void* send, void* recv,
+                                        size_t count, DataType type, RedOp op, int root,
+                                        int cudaDevice) {
+  validate(kind, send, recv, count, type, op, root);
+  return startOn(kind, send, recv, count, type, op, root, cudaDevice);
+}
+
+Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* recv, size_t count,
+                                  DataType type, RedOp op, int root, int device) {
   CommState& c = *state_;
   const size_t elem = dataTypeSize(type);
   // Training loops repeat the same few shapes: plans are kept per (collective, bytes).
@@ -227,6 +242,8 @@ Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* rec
       (kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllReduce) ? op
                                                                                    : RedOp::Sum,
       count);
+  DeviceResources* dev = device == kNoDevice ? nullptr : &engine.deviceResources(device);
+  if (dev) useDevice(ctx, *dev, kind, send, recv, count, type, root);
   ctx.seq = ++c.calls;
   if (core::FaultPlan* faults = core::FaultPlan::active())  // SHARC_FAULT: faults to inject
     faults->atCall(c.id, static_cast<int>(c.peers[static_cast<size_t>(c.rank)]), ctx.seq);
@@ -243,7 +260,12 @@ Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* rec
   if (learnable && !cached->second.fixed)
     plan = c.learner.next(planKey, shapeOf(kind, count, type), tunerParams(), plan, c.recorder,
                           explore);
-  const algo::Algorithm algorithm = plan.algorithm;
+  // The single-copy algorithms read peers' memory with the CPU: never on the device path.
+  const algo::Algorithm algorithm =
+      dev && (plan.algorithm == algo::Algorithm::DirectRead ||
+              plan.algorithm == algo::Algorithm::DirectWrite)
+          ? algo::Algorithm::Ring
+          : plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE), but
   // not the exploration's.
@@ -272,6 +294,7 @@ Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* rec
     case CollectiveKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
     default: algo::buildBarrier(*schedule); break;
   }
+  if (dev) registerScratch(*schedule, *dev);
   SHARC_TRACE(schedule->describe() << ": " << schedule->opCount() << " operations");
   // The flight record: a few stores and one clock read (no allocation once the ring is full).
   TraceEntry& e = c.recorder.add();
@@ -285,7 +308,7 @@ Request CommunicatorImpl::start(CollectiveKind kind, const void* send, void* rec
   e.algorithm = algo::algorithmName(algorithm);
   e.chunkBytes = plan.chunkBytes;
   e.internal = c.internalCall;
-  e.path = c.path;
+  e.path = dev ? c.devicePath : c.path;
   e.state = TraceState::Started;
   e.queuedNs = e.startedNs = wallClockNs();
   const uint64_t traceId = e.id;

@@ -35,6 +35,10 @@ class CommunicatorImpl {
   /// Validates, builds the schedule of `kind` and starts it.
   Request start(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root);
+  /// start() on the device path with CUDA device `cudaDevice`'s queue (-1: the host device
+  /// queue): the buffers are that device's memory (communicator_impl_device.cc).
+  Request startOnDevice(CollectiveKind kind, const void* send, void* recv, size_t count,
+                        DataType type, RedOp op, int root, int cudaDevice);
   /// The plan a call of `kind` with `count` elements of `type` gets now: SHARC_ALGO, else
   /// the SHARC_TUNER_FILE choice, else the learned one once settled, else the model's.
   algo::Plan plan(CollectiveKind kind, size_t count, DataType type,
@@ -66,6 +70,17 @@ class CommunicatorImpl {
  private:
   void validate(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                 RedOp op, int root) const;
+  // start()'s common part: `device` is a CUDA ordinal, -1 for the host device queue, or
+  // kNoDevice for the host path.
+  static constexpr int kNoDevice = -2;
+  Request startOn(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
+                  RedOp op, int root, int device);
+  // The device path (communicator_impl_device.cc): fills ctx's device fields, decides the
+  // links once per communicator and registers the call's buffers (engine lock held).
+  void useDevice(algo::ScheduleContext& ctx, DeviceResources& dev, CollectiveKind kind,
+                 const void* send, void* recv, size_t count, DataType type, int root);
+  // Registers the schedule's device scratch (engine lock held); throws on failure.
+  void registerScratch(const algo::Schedule& schedule, DeviceResources& dev);
   // What the cost model sees of a call here.
   algo::CallShape shapeOf(CollectiveKind kind, size_t count, DataType type) const;
   // SHARC_ALGO's plan, else the SHARC_TUNER_FILE choice, else the model's.

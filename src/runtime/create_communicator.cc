@@ -10,6 +10,8 @@
 #include <fstream>
 #include <numeric>
 
+#include <sharc/cuda.hpp>
+
 #include "core/config.hpp"
 #include "core/fault_plan.hpp"
 #include "core/hash.hpp"
@@ -255,6 +257,12 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   epOptions.allLocal = survey.allLocal;
   epOptions.sharedMemoryCarriesAll = survey.allLocal && wantShm;
   epOptions.nearNics = place.nicNames;
+  // The device path's links carry device memory where the provider has FI_HMEM: asked for
+  // where that path can run between hosts (CUDA IPC carries device memory within one), and
+  // under SHARC_DEVICE_PATH=host, whose "device" memory is host memory.
+  epOptions.hmem = config.devicePath == core::DevicePath::Host ||
+                   (config.devicePath == core::DevicePath::Direct && !survey.allLocal &&
+                    cudaAvailable());
   // Several NICs (SHARC_NICS, else the placement's) get one endpoint each; one host needs none.
   std::vector<std::string> railNics = !config.nics.empty() ? config.nics : place.railNames;
   if (survey.allLocal) railNics.clear();

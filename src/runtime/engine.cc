@@ -10,6 +10,11 @@
 #include "runtime/engine_watch.hpp"
 #include "runtime/request_state.hpp"
 
+#include "gpu/host_device_queue.hpp"
+#if SHARC_HAVE_CUDA
+#include "gpu/cuda_device_queue.hpp"
+#endif
+
 namespace sharc::detail {
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -28,7 +33,27 @@ Engine::~Engine() {
   // the objects freed below.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
   while (std::chrono::steady_clock::now() < until) endpoint_->progress();
+  for (auto& [device, resources] : devices_) resources->releaseRegistrations();
   endpoint_.reset();
+}
+
+DeviceResources& Engine::deviceResources(int cudaDevice) {
+  auto it = devices_.find(cudaDevice);
+  if (it != devices_.end()) return *it->second;
+  std::unique_ptr<core::DeviceQueue> queue;
+  if (cudaDevice < 0) {
+    queue = std::make_unique<gpu::HostDeviceQueue>();
+  } else {
+#if SHARC_HAVE_CUDA
+    queue = std::make_unique<gpu::CudaDeviceQueue>(cudaDevice);
+#else
+    throw Error(Result::InvalidUsage, "device memory on CUDA device " +
+                                          std::to_string(cudaDevice) +
+                                          " in a sharc built without CUDA (SHARC_WITH_CUDA=OFF)");
+#endif
+  }
+  auto made = std::make_unique<DeviceResources>(std::move(queue), *endpoint_);
+  return *devices_.emplace(cudaDevice, std::move(made)).first->second;
 }
 
 void Engine::startWatch() {

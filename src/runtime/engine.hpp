@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bitset>
+#include <map>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 
 #include "algorithms/schedule.hpp"
 #include "algorithms/tuner.hpp"
+#include "runtime/device_resources.hpp"
 #include "transport/endpoint.hpp"
 
 namespace sharc::detail {
@@ -48,6 +50,11 @@ class Engine {
   /// Where the ranks of the world communicator are (decides the one-host algorithms).
   algo::Locality locality = algo::Locality::Network;
 
+  /// The device path's queue and memory for CUDA device `cudaDevice` (-1: the host device
+  /// queue of SHARC_DEVICE_PATH=host), made on first use. Throws sharc::Error where that
+  /// queue cannot exist (a CUDA device in a build without CUDA).
+  DeviceResources& deviceResources(int cudaDevice);
+
   /// Polls the endpoint and advances every active operation; true if anything happened.
   bool progressLocked();
   void addActive(std::shared_ptr<RequestState> request) { active_.push_back(std::move(request)); }
@@ -83,6 +90,8 @@ class Engine {
 
  private:
   std::unique_ptr<transport::Endpoint> endpoint_;
+  // Before the schedules below: they give their scratch and staging back to it.
+  std::map<int, std::unique_ptr<DeviceResources>> devices_;
   std::vector<std::shared_ptr<RequestState>> active_;
   std::vector<std::shared_ptr<algo::Schedule>> drainingSchedules_;
   std::vector<std::shared_ptr<CommState>> drainingComms_;

@@ -113,6 +113,13 @@ class Endpoint {
     why = "transport " + providerName() + " registers no device memory";
     return false;
   }
+  /// Whether messages to `peer` may carry registered device memory: the transport that
+  /// reaches it has FI_HMEM (an endpoint over several transports answers per peer). When
+  /// not, `why` says what is missing, and the device path stages those messages.
+  virtual bool hmemTo(uint32_t peer, std::string& why) const {
+    (void)peer;
+    return supportsHmem(why);
+  }
   /// Whether registerMemory takes DMA-BUFs (libfabric 1.20's FI_MR_DMABUF).
   virtual bool supportsDmabuf() const { return false; }
   /// Whether postRead works (FI_RMA reads, which only hmem endpoints ask for).
@@ -153,11 +160,13 @@ struct EndpointOptions {
   std::vector<std::string> nearNics;
   /// Only this NIC's domains (name or prefix): the endpoint of one rail of several.
   std::string requiredNic;
-  /// Device memory, for the NCCL plugin: ask for FI_HMEM (plus FI_RMA reads where offered),
-  /// falling back to a plain endpoint; with libfabric 1.18+ also forbid the provider CUDA
-  /// calls of its own (FI_OPT_CUDA_API_PERMITTED), which NCCL's proxy thread must not make:
-  /// a provider that needs them reports no supportsHmem().
+  /// Device memory (the NCCL plugin, the engine's device path): ask for FI_HMEM (plus FI_RMA
+  /// reads where offered), falling back to a plain endpoint.
   bool hmem = false;
+  /// With `hmem` and libfabric 1.18+: forbid the provider CUDA calls of its own
+  /// (FI_OPT_CUDA_API_PERMITTED), which NCCL's proxy thread must not make: a provider that
+  /// needs them then reports no supportsHmem(). The NCCL plugin sets it; the engine does not.
+  bool forbidProviderCudaCalls = false;
 };
 
 /// Opens a libfabric RDM endpoint with tagged messaging; throws sharc::Error naming the

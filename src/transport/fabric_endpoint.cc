@@ -81,8 +81,8 @@ int forbidCudaCalls(fid_ep* ep) {
 
 class FabricEndpoint final : public Endpoint {
  public:
-  FabricEndpoint(FiInfoPtr info, const std::string& provider)
-      : info_(std::move(info)), provider_(provider) {
+  FabricEndpoint(FiInfoPtr info, const std::string& provider, bool forbidProviderCudaCalls)
+      : info_(std::move(info)), provider_(provider), forbidCudaCalls_(forbidProviderCudaCalls) {
     fid_fabric* fabric = nullptr;
     checkFi(fi_fabric(info_->fabric_attr, &fabric, nullptr), "fi_fabric");
     fabric_.reset(fabric);
@@ -350,15 +350,15 @@ class FabricEndpoint final : public Endpoint {
     return mrCache_->descriptor(buf, len, desc, lastError_);
   }
 
-  // FI_HMEM: asked for by EndpointOptions::hmem (queryProvider); a provider that cannot do
-  // without CUDA calls of its own gets no device memory (forbidCudaCalls).
+  // FI_HMEM: asked for by EndpointOptions::hmem (queryProvider); where CUDA calls of the
+  // provider's own are forbidden, one that cannot do without them gets no device memory.
   void setUpHmem() {
     read_ = (info_->caps & FI_RMA) && (info_->caps & FI_READ);
     if (!(info_->caps & FI_HMEM)) {
       hmemWhy_ = "provider " + provider_ + " has no FI_HMEM support";
       return;
     }
-    if (const int rc = forbidCudaCalls(ep_.get()); rc != 0) {
+    if (const int rc = forbidCudaCalls_ ? forbidCudaCalls(ep_.get()) : 0; rc != 0) {
       hmemWhy_ = "provider " + provider_ + " has FI_HMEM but cannot do without CUDA calls of " +
                  "its own (" + fiErrorMessage("fi_setopt(FI_OPT_CUDA_API_PERMITTED=false)", rc) +
                  ")";
@@ -440,6 +440,7 @@ class FabricEndpoint final : public Endpoint {
   size_t maxRegistered_ = 0;
   uint64_t nextKey_ = 1;
   bool hmem_ = false;
+  bool forbidCudaCalls_ = false;
   bool read_ = false;
   std::string hmemWhy_;
   std::vector<fi_addr_t> peers_;
@@ -506,7 +507,8 @@ std::unique_ptr<Endpoint> openFabricEndpoint(const EndpointOptions& options) {
       continue;
     }
     try {
-      return std::make_unique<FabricEndpoint>(std::move(info), name);
+      return std::make_unique<FabricEndpoint>(std::move(info), name,
+                                              options.hmem && options.forbidProviderCudaCalls);
     } catch (const Error& e) {
       tried += (tried.empty() ? "" : "; ") + name + ": " + e.what();
     }

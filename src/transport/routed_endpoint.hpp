@@ -31,6 +31,20 @@ class RoutedEndpoint final : public Endpoint, private TransferOwner {
   size_t recvQueueSize() const override { return fabric_->recvQueueSize(); }
   PostStatus postSend(uint32_t peer, uint64_t tag, const void* buf, size_t len,
                       Transfer& t) override;
+  /// Device memory goes over the fabric only (the shared-memory transport copies with the
+  /// CPU): registrations are the fabric's, and this node's peers are reached without FI_HMEM.
+  bool supportsHmem(std::string& why) const override { return fabric_->supportsHmem(why); }
+  bool hmemTo(uint32_t peer, std::string& why) const override {
+    if (!local_->reaches(peer)) return fabric_->hmemTo(peer, why);
+    why = "sharc's shared-memory transport copies with the CPU";
+    return false;
+  }
+  bool registerMemory(const MemoryRegistration& m, uint64_t& key) override {
+    const bool ok = fabric_->registerMemory(m, key);
+    if (!ok) lastError_ = fabric_->lastError();
+    return ok;
+  }
+  void releaseMemory(const void* buf, size_t len) override { fabric_->releaseMemory(buf, len); }
   /// A receive from any peer is posted on both transports; the first match completes it and
   /// cancels the other.
   PostStatus postRecv(uint32_t fromPeer, uint64_t tag, uint64_t ignore, void* buf, size_t len,

@@ -229,4 +229,30 @@ void StripedEndpoint::reportIfFinished(Striped& s) {
     user.owner->onTransferDone(user, s.received, s.matchedTag);
 }
 
+bool StripedEndpoint::supportsHmem(std::string& why) const {
+  for (size_t i = 0; i < rails_.size(); ++i)
+    if (!rails_[i]->supportsHmem(why)) {
+      why = "rail " + std::to_string(i) + ": " + why;
+      return false;
+    }
+  return true;
+}
+
+bool StripedEndpoint::registerMemory(const MemoryRegistration& m, uint64_t& key) {
+  for (size_t i = 0; i < rails_.size(); ++i) {
+    uint64_t railKey = 0;
+    if (!rails_[i]->registerMemory(m, railKey)) {
+      lastError_ = "rail " + std::to_string(i) + ": " + rails_[i]->lastError();
+      for (size_t j = 0; j < i; ++j) rails_[j]->releaseMemory(m.buf, m.len);
+      return false;
+    }
+    if (i == 0) key = railKey;
+  }
+  return true;
+}
+
+void StripedEndpoint::releaseMemory(const void* buf, size_t len) {
+  for (auto& rail : rails_) rail->releaseMemory(buf, len);
+}
+
 }  // namespace sharc::transport

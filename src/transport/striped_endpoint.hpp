@@ -39,6 +39,10 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
   size_t progress() override;
   std::string lastError() const override { return lastError_; }
   size_t rails() const { return rails_.size(); }
+  /// Device memory: every rail must carry it; a registration is made on every rail.
+  bool supportsHmem(std::string& why) const override;
+  bool registerMemory(const MemoryRegistration& m, uint64_t& key) override;
+  void releaseMemory(const void* buf, size_t len) override;
 
  private:
   // One striped message: a piece per rail, reported to the user once all have finished.

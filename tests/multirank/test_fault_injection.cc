@@ -27,16 +27,20 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRanks = 4;
 constexpr size_t kCount = size_t{1} << 16;  // 256 KiB of float32 per rank: several transfers
 
-// A transport of the job: the fabric between one-rank "nodes", or sharc's shared memory.
+// A transport of the job: the fabric between one-rank "nodes", or sharc's shared memory; or
+// the device path (SHARC_DEVICE_PATH=host: the host device queue reduces and copies, and
+// libfabric's shm carries the "device" memory through FI_HMEM registrations).
 struct Transport {
   const char* name;
   bool sharedMemory;
+  bool devicePath = false;
 };
 void PrintTo(const Transport& t, std::ostream* os) {
   *os << t.name;
 }
 const Transport kTcp{"tcp", false};
 const Transport kSharcShm{"sharc-shm", true};
+const Transport kDeviceShm{"device-path-shm", false, true};
 
 RunOptions faultOptions(const Transport& t, const std::string& fault, int timeoutMs) {
   RunOptions o;
@@ -45,7 +49,11 @@ RunOptions faultOptions(const Transport& t, const std::string& fault, int timeou
   const char* debug = std::getenv("SHARC_DEBUG");  // quiet unless asked for
   o.env["SHARC_DEBUG"] = debug ? debug : "NONE";
   o.env["SHARC_CMA"] = "0";  // messages carry the data: the collectives have many transfers
-  if (t.sharedMemory) {
+  if (t.devicePath) {
+    o.env["SHARC_DEVICE_PATH"] = "host";
+    o.env["SHARC_FI_PROVIDER"] = "shm";
+    o.oneRankPerNode = true;
+  } else if (t.sharedMemory) {
     o.env["SHARC_SHM"] = "1";
   } else {
     o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
@@ -249,9 +257,11 @@ TEST_P(FaultInjection, DroppedEndpointFailsEveryRankWithinTheTimeout) {
       faultOptions(GetParam(), "drop:rank=2,seq=3,after=1", 3000));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, FaultInjection, ::testing::Values(kTcp, kSharcShm),
+INSTANTIATE_TEST_SUITE_P(Transports, FaultInjection, ::testing::Values(kTcp, kSharcShm, kDeviceShm),
                          [](const auto& info) {
-                           return std::string(info.param.sharedMemory ? "sharc_shm" : "tcp");
+                           return std::string(info.param.devicePath     ? "device_path_shm"
+                                              : info.param.sharedMemory ? "sharc_shm"
+                                                                        : "tcp");
                          });
 
 // A malformed SHARC_FAULT fails every rank's creation, naming the variable and the rule.

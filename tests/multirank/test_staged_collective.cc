@@ -12,7 +12,7 @@
 
 #include "core/collective.hpp"
 #include "core/config.hpp"
-#include "gpu/host_copy_engine.hpp"
+#include "gpu/host_device_queue.hpp"
 #include "gpu/staged_collective.hpp"
 #include "multiprocess.hpp"
 #include "reference.hpp"
@@ -20,8 +20,8 @@
 namespace sharc::testing {
 namespace {
 
-using gpu::CopyEngine;
-using gpu::HostCopyEngine;
+using gpu::DeviceQueue;
+using gpu::HostDeviceQueue;
 using gpu::StagedCall;
 using gpu::StagingPool;
 using Kind = CollectiveKind;
@@ -71,13 +71,13 @@ TEST(StagedConfig, ChunkFromEnvironment) {
   unsetenv("SHARC_GPU_STAGING_CHUNK");
 }
 
-TEST(HostCopyEngine, ManyCopiesInFlightFinishInOrder) {
-  HostCopyEngine engine(std::chrono::microseconds(20));
+TEST(HostDeviceQueue, ManyCopiesInFlightFinishInOrder) {
+  HostDeviceQueue engine(std::chrono::microseconds(20));
   constexpr size_t kCopies = 600, kBytes = 1000;
   std::vector<unsigned char> src(kCopies * kBytes), dst(kCopies * kBytes, 0), chained(kBytes);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 31 + 7);
   engine.pause();
-  std::vector<CopyEngine::Ticket> tickets;
+  std::vector<DeviceQueue::Ticket> tickets;
   for (size_t c = 0; c < kCopies; ++c) {
     engine.copy(&dst[c * kBytes], &src[c * kBytes], kBytes - c % 3);
     if (c % 10 == 9) tickets.push_back(engine.fence());
@@ -87,7 +87,7 @@ TEST(HostCopyEngine, ManyCopiesInFlightFinishInOrder) {
   tickets.push_back(engine.fence());
   for (size_t i = 1; i < tickets.size(); ++i) ASSERT_GT(tickets[i], tickets[i - 1]);
   for (auto t : tickets) EXPECT_FALSE(engine.done(t));
-  EXPECT_EQ(engine.copiesRun(), 0u);
+  EXPECT_EQ(engine.opsRun(), 0u);
   engine.resume();
   // While they run, a finished fence implies every earlier one finished (asked latest
   // first, so that a fence seen done stays done for the ones asked after it).
@@ -102,15 +102,15 @@ TEST(HostCopyEngine, ManyCopiesInFlightFinishInOrder) {
     }
   }
   engine.wait(tickets.back(), 10s);
-  EXPECT_EQ(engine.copiesRun(), kCopies + 1);
+  EXPECT_EQ(engine.opsRun(), kCopies + 1);
   for (size_t c = 0; c < kCopies; ++c)
     for (size_t b = 0; b < kBytes; ++b)
       ASSERT_EQ(dst[c * kBytes + b], b < kBytes - c % 3 ? src[c * kBytes + b] : 0) << c << "/" << b;
   EXPECT_EQ(std::memcmp(chained.data(), &dst[(kCopies - 1) * kBytes], kBytes), 0);
 }
 
-TEST(HostCopyEngine, WaitTimesOutThenCompletes) {
-  HostCopyEngine engine;
+TEST(HostDeviceQueue, WaitTimesOutThenCompletes) {
+  HostDeviceQueue engine;
   std::vector<char> a(4096, 'x'), b(4096, 0);
   engine.pause();
   engine.copy(b.data(), a.data(), a.size());
@@ -130,11 +130,11 @@ TEST(HostCopyEngine, WaitTimesOutThenCompletes) {
   EXPECT_EQ(b, a);
 }
 
-TEST(HostCopyEngine, StagingAndShutdown) {
+TEST(HostDeviceQueue, StagingAndShutdown) {
   std::vector<int> src(100000, 3), dst(100000, 0);
   {
-    HostCopyEngine engine(std::chrono::microseconds(500));
-    gpu::HostStaging s = engine.allocateStaging(10000);
+    HostDeviceQueue engine(std::chrono::microseconds(500));
+    gpu::QueueMemory s = engine.allocateStaging(10000);
     ASSERT_TRUE(s);
     EXPECT_GE(s.bytes(), 10000u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(s.data()) % 4096, 0u);
@@ -157,7 +157,7 @@ struct Case {
   int root = 0;
 };
 
-std::string stagedCheck(Communicator& comm, StagingPool* pool, CopyEngine& engine, const Case& c) {
+std::string stagedCheck(Communicator& comm, StagingPool* pool, DeviceQueue& engine, const Case& c) {
   const int n = comm.size(), r = comm.rank();
   const size_t elem = dataTypeSize(c.type);
   const size_t sendCount = c.kind == Kind::ReduceScatter ? c.count * n : c.count;
@@ -236,7 +236,7 @@ TEST_P(Staged, EveryCollectiveSmallCounts) {
       GetParam(),
       [](const RankContext&) {
         auto comm = Communicator::createFromEnvironment();
-        HostCopyEngine engine;
+        HostDeviceQueue engine;
         StagingPool pool(engine);
         const int last = comm->size() - 1;
         for (size_t chunk : {size_t{256}, size_t{1} << 30})
@@ -282,7 +282,7 @@ TEST_P(Staged, LargeCountsAndPipelineShapes) {
       GetParam(),
       [](const RankContext&) {
         auto comm = Communicator::createFromEnvironment();
-        HostCopyEngine engine;
+        HostDeviceQueue engine;
         StagingPool pool(engine);
         const size_t large = (size_t{1} << 20) / comm->size() + 3;
         for (size_t chunk : {size_t{4096}, size_t{1} << 30})
@@ -310,7 +310,7 @@ TEST_P(Staged, LargeCountsAndPipelineShapes) {
                   "");
         EXPECT_EQ(pool.bytesHeld(), held) << "the pool reallocated for a smaller call";
 
-        HostCopyEngine slow(std::chrono::microseconds(100));
+        HostDeviceQueue slow(std::chrono::microseconds(100));
         for (size_t slots : {1, 2}) {
           StagingPool few(slow, slots);
           for (Kind kind : {Kind::AllGather, Kind::ReduceScatter, Kind::AllReduce})
@@ -338,7 +338,7 @@ TEST(StagedErrors, InvalidArgumentsAndOneRank) {
       1,
       [](const RankContext&) {
         auto comm = Communicator::createFromEnvironment();
-        HostCopyEngine engine;
+        HostDeviceQueue engine;
         std::vector<float> buf(100);
         const auto expectInvalid = [&](const StagedCall& call, size_t chunk) {
           try {
@@ -371,7 +371,7 @@ TEST(StagedErrors, TimeoutAbandonsPendingStaging) {
       2,
       [](const RankContext& ctx) {
         auto comm = Communicator::createFromEnvironment();
-        HostCopyEngine engine;
+        HostDeviceQueue engine;
         StagingPool pool(engine);
         std::vector<float> send(1000, 1.0f), recv(1000, 0.0f);
         const StagedCall call{

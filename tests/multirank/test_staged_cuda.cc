@@ -1,4 +1,4 @@
-// The CUDA copy engine, and collectives staged through it on device buffers (CUDA builds
+// The CUDA device queue, and collectives staged through it on device buffers (CUDA builds
 // only; skipped where no GPU is usable). CUDA is only ever initialised in forked ranks: a
 // process that forks after initialising CUDA leaves its children unable to use it.
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 
 #include "core/collective.hpp"
 #include "gpu/cuda_check.hpp"
-#include "gpu/cuda_copy_engine.hpp"
+#include "gpu/cuda_device_queue.hpp"
 #include "gpu/cuda_resources.hpp"
 #include "gpu/staged_collective.hpp"
 #include "multiprocess.hpp"
@@ -43,18 +43,18 @@ bool gpuUsable() {
 #define SHARC_REQUIRE_GPU() \
   if (!gpuUsable()) GTEST_SKIP() << "no usable CUDA device"
 
-TEST(CudaCopyEngine, RoundTripFencesAndTimeout) {
+TEST(CudaDeviceQueue, RoundTripFencesAndTimeout) {
   SHARC_REQUIRE_GPU();
   runRanks(1, [](const RankContext&) {
-    gpu::CudaCopyEngine e(0);
+    gpu::CudaDeviceQueue e(0);
     gpu::DeviceGuard guard(0);
     constexpr size_t kBytes = size_t{8} << 20, kPiece = size_t{1} << 20;
     gpu::DeviceBuffer dev(kBytes);
-    gpu::HostStaging a = e.allocateStaging(kBytes), b = e.allocateStaging(kBytes);
+    gpu::QueueMemory a = e.allocateStaging(kBytes), b = e.allocateStaging(kBytes);
     ASSERT_GE(a.bytes(), kBytes);
     auto* pa = static_cast<unsigned char*>(a.data());
     for (size_t i = 0; i < kBytes; ++i) pa[i] = static_cast<unsigned char>(i * 131 + 17);
-    std::vector<gpu::CopyEngine::Ticket> tickets;
+    std::vector<gpu::DeviceQueue::Ticket> tickets;
     for (size_t off = 0; off < kBytes; off += kPiece) {
       e.copy(static_cast<char*>(dev.get()) + off, pa + off, kPiece);
       tickets.push_back(e.fence());
@@ -91,7 +91,7 @@ TEST(CudaStaged, DeviceBuffersMatchReference) {
       [](const RankContext&) {
         auto comm = Communicator::createFromEnvironment();
         const int n = comm->size(), r = comm->rank();
-        gpu::CudaCopyEngine e(0);
+        gpu::CudaDeviceQueue e(0);
         gpu::StagingPool pool(e);
         gpu::DeviceGuard guard(0);
         for (size_t chunk : {size_t{4096}, size_t{1} << 30})

@@ -23,6 +23,7 @@ const char* const kVars[] = {
     "WORLD_SIZE",       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "SLURM_PROCID",     "SLURM_NTASKS",         "SHARC_CMA",
     "SHARC_TUNER_FILE", "SHARC_CUDA_IPC",       "SHARC_NCCL_HMEM",
+    "SHARC_DEVICE_PATH",
 };
 
 // Clears every variable the code under test reads, and restores them afterwards.
@@ -178,6 +179,16 @@ TEST_F(ConfigEnvTest, GpuSwitches) {
   }
   set("SHARC_NCCL_HMEM", "yes");
   expectInvalid([] { Config::load(); }, {"SHARC_NCCL_HMEM", "'yes'", "auto, 0 or 1"});
+  ::unsetenv("SHARC_NCCL_HMEM");
+  EXPECT_EQ(Config::load().devicePath, DevicePath::Direct);
+  const std::pair<const char*, DevicePath> paths[] = {
+      {"direct", DevicePath::Direct}, {"staged", DevicePath::Staged}, {"host", DevicePath::Host}};
+  for (const auto& [text, path] : paths) {
+    set("SHARC_DEVICE_PATH", text);
+    EXPECT_EQ(Config::load().devicePath, path) << text;
+  }
+  set("SHARC_DEVICE_PATH", "gpu");
+  expectInvalid([] { Config::load(); }, {"SHARC_DEVICE_PATH", "'gpu'", "direct, staged or host"});
 }
 
 TEST_F(ConfigEnvTest, GetIsOneSharedInstance) {

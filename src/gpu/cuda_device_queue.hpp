@@ -1,4 +1,4 @@
-// The CUDA copy engine: cudaMemcpyAsync (cudaMemcpyDefault: the driver infers the direction
+// The CUDA device queue: cudaMemcpyAsync (cudaMemcpyDefault: the driver infers the direction
 // from unified addressing) on a private non-blocking stream of one device; fences are events
 // recorded on it (pooled), staging memory is pinned (gpu::PinnedBuffer). Internal to sharc;
 // only compiled with CUDA (SHARC_HAVE_CUDA).
@@ -10,24 +10,35 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/copy_engine.hpp"
+#include "core/device_queue.hpp"
 #include "gpu/cuda_resources.hpp"
 
 namespace sharc::gpu {
 
-class CudaCopyEngine final : public CopyEngine {
+using core::DeviceQueue;
+using core::QueueMemory;
+
+class CudaDeviceQueue final : public DeviceQueue {
  public:
   /// An engine on device ordinal `device` (its stream and events live there). Throws
   /// sharc::Error when CUDA fails.
-  explicit CudaCopyEngine(int device);
+  explicit CudaDeviceQueue(int device);
   /// Waits for the copies still queued (a failure is logged), then releases the stream.
-  ~CudaCopyEngine() override;
+  ~CudaDeviceQueue() override;
 
-  HostStaging allocateStaging(size_t bytes) override;
+  QueueMemory allocateStaging(size_t bytes) override;
+  QueueMemory allocateDevice(size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  /// sharc's reduction kernel (kernels::reduce) on the queue's stream.
+  void reduce(void* dst, const void* a, const void* b, size_t count, DataType type,
+              RedOp op) override;
+  void divide(void* data, size_t count, DataType type, uint64_t divisor) override;
   Ticket fence() override;
   bool done(Ticket ticket) override;
   void wait(Ticket ticket, std::chrono::milliseconds timeout) override;
+  Allocation allocationOf(const void* p) override;
+  bool deviceIsHost() const noexcept override { return false; }
+  int cudaDevice() const noexcept override { return device_; }
   const char* name() const noexcept override { return "cuda"; }
 
   int device() const noexcept { return device_; }
