@@ -275,6 +275,12 @@ Config Config::load() {
                         : *v == "staged" ? DevicePath::Staged
                                          : DevicePath::Host;
   }
+  if (auto v = envValue("SHARC_HOST_QUEUE_DELAY_US")) {
+    const char* expected = "microseconds, 0 to 1000000";
+    config.hostQueueDelayUs = parseIntVar("SHARC_HOST_QUEUE_DELAY_US", *v, expected);
+    if (config.hostQueueDelayUs < 0 || config.hostQueueDelayUs > 1000000)
+      badValue("SHARC_HOST_QUEUE_DELAY_US", *v, expected);
+  }
   if (auto v = envValue("SHARC_HIER_PROXY")) {
     if (*v != "auto" && *v != "rail" && *v != "rotated")
       badValue("SHARC_HIER_PROXY", *v, "auto, rail or rotated");

@@ -88,6 +88,10 @@ struct Config {
   HmemMode ncclHmem = HmemMode::Auto;
   /// SHARC_DEVICE_PATH: how collectives on device memory between hosts run (docs/gpu.md).
   DevicePath devicePath = DevicePath::Direct;
+  /// SHARC_HOST_QUEUE_DELAY_US: the host device queue (SHARC_DEVICE_PATH=host) sleeps this
+  /// long before each operation: a slow "GPU" for tests, so that operations are still queued
+  /// while the network moves on (0: none).
+  int hostQueueDelayUs = 0;
   /// SHARC_BIND_THREAD: bind the thread that creates a communicator (the one that drives its
   /// progress) to the CPUs nearest the rank's NIC. Off by default: launchers bind too.
   bool bindThread = false;

@@ -42,7 +42,8 @@ DeviceResources& Engine::deviceResources(int cudaDevice) {
   if (it != devices_.end()) return *it->second;
   std::unique_ptr<core::DeviceQueue> queue;
   if (cudaDevice < 0) {
-    queue = std::make_unique<gpu::HostDeviceQueue>();
+    queue = std::make_unique<gpu::HostDeviceQueue>(
+        std::chrono::microseconds(core::Config::get().hostQueueDelayUs));
   } else {
 #if SHARC_HAVE_CUDA
     queue = std::make_unique<gpu::CudaDeviceQueue>(cudaDevice);

@@ -23,7 +23,7 @@ const char* const kVars[] = {
     "WORLD_SIZE",       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "SLURM_PROCID",     "SLURM_NTASKS",         "SHARC_CMA",
     "SHARC_TUNER_FILE", "SHARC_CUDA_IPC",       "SHARC_NCCL_HMEM",
-    "SHARC_DEVICE_PATH",
+    "SHARC_DEVICE_PATH", "SHARC_HOST_QUEUE_DELAY_US",
 };
 
 // Clears every variable the code under test reads, and restores them afterwards.
@@ -187,6 +187,11 @@ TEST_F(ConfigEnvTest, GpuSwitches) {
     set("SHARC_DEVICE_PATH", text);
     EXPECT_EQ(Config::load().devicePath, path) << text;
   }
+  set("SHARC_HOST_QUEUE_DELAY_US", "250");
+  EXPECT_EQ(Config::load().hostQueueDelayUs, 250);
+  set("SHARC_HOST_QUEUE_DELAY_US", "-1");
+  expectInvalid([] { Config::load(); }, {"SHARC_HOST_QUEUE_DELAY_US", "'-1'"});
+  ::unsetenv("SHARC_HOST_QUEUE_DELAY_US");
   set("SHARC_DEVICE_PATH", "gpu");
   expectInvalid([] { Config::load(); }, {"SHARC_DEVICE_PATH", "'gpu'", "direct, staged or host"});
 }
