@@ -444,7 +444,11 @@ int run(const GpuOptions& o) {
   if (page == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
   auto* skipped = new (page) std::atomic<int>(0);
   const std::string launch = "fork (-N " + std::to_string(o.launchRanks) + ")";
-  int rc = launchLocalRanks(o.launchRanks, o.timeoutSec, [&](int) {
+  int rc = launchLocalRanks(o.launchRanks, o.timeoutSec, [&](int rank) {
+    if (o.nodes > 1) {  // before the child reads its configuration
+      const std::string node = "node" + std::to_string(rank * o.nodes / o.launchRanks);
+      ::setenv("SHARC_NODE_ID", node.c_str(), 1);
+    }
     const int r = runRank(o, launch);
     if (r != kExitSkip) return r;
     skipped->store(1);

@@ -23,14 +23,15 @@ std::optional<std::vector<CollectiveKind>> parseCollectives(std::string_view tex
 }
 
 // sharc-gpu-perf's own long names (the common ones are FlagParser's).
-constexpr LongFlag kLongFlags[] = {{"warmup", 'w'}, {"device", 'D'}, {"check", 'K'}};
+constexpr LongFlag kLongFlags[] = {
+    {"warmup", 'w'}, {"device", 'D'}, {"check", 'K'}, {"nodes", 'M'}};
 
 }  // namespace
 
 GpuOptions parseGpuOptions(int argc, char** argv) {
   GpuOptions o;
   FlagParser p(argc, argv,
-               {.longFlags = kLongFlags, .letters = "DK", .maxRanks = 1024, .typeLists = true});
+               {.longFlags = kLongFlags, .letters = "DKM", .maxRanks = 1024, .typeLists = true});
   while (p.next()) {
     if (p.positional()) {
       auto c = parseCollectives(p.arg());
@@ -50,6 +51,7 @@ GpuOptions parseGpuOptions(int argc, char** argv) {
     switch (p.letter()) {
       case 'K': o.check = parseIntFlag(p.flag(), value, 0, 1) != 0; break;
       case 'D': o.device = static_cast<int>(parseIntFlag(p.flag(), value, 0, 1023)); break;
+      case 'M': o.nodes = static_cast<int>(parseIntFlag(p.flag(), value, 1, 1024)); break;
       default: throw p.unknown();
     }
   }
@@ -57,6 +59,8 @@ GpuOptions parseGpuOptions(int argc, char** argv) {
   if (o.collectives.empty())
     throw UsageError("missing collective (all_gather, reduce_scatter, all_reduce or all)");
   p.finish(o);
+  if (o.nodes > 1 && (o.launchRanks <= 0 || o.nodes > o.launchRanks))
+    throw UsageError("--nodes " + std::to_string(o.nodes) + " needs -N with at least as many ranks");
   return o;
 }
 
@@ -92,6 +96,9 @@ std::string gpuUsageText(const char* program) {
          "      --check           check one call per size against a float64 host reference\n"
          "                        (-c 0|1 as in nccl-tests)\n"
          "      --device D        the CUDA device of every rank (default 0)\n"
+         "      --nodes K         with -N: K emulated nodes (SHARC_NODE_ID per rank, contiguous\n"
+         "                        blocks); calls between them take the engine's device path\n"
+         "                        (SHARC_DEVICE_PATH, docs/gpu.md) instead of CUDA IPC\n"
          "  -T, --timeout SEC     with -N: kill the ranks after SEC seconds (default 0: never)\n"
          "  -h, --help            this text\n"
          "Sizes take K, M, G suffixes (binary). For all_gather and reduce_scatter the size is\n"

@@ -14,6 +14,9 @@ struct GpuOptions : CommonOptions {
   GpuOptions() { check = false; }           // --check (or -c 1) turns checking on
   std::vector<CollectiveKind> collectives;  ///< all_gather|reduce_scatter|all_reduce|all
   int device = 0;                           ///< --device: the GPU every rank uses
+  /// --nodes: with -N, lay the ranks out on this many emulated nodes (SHARC_NODE_ID, ranks in
+  /// contiguous blocks), so that calls cross "nodes" on the engine's device path.
+  int nodes = 1;
 };
 
 /// Parses argv (argv[0] is the program). Throws UsageError.

@@ -150,12 +150,16 @@ if [[ -x $build/tests/gpu/sharc_gpu_kernel_tests ]]; then
 fi
 if [[ -x $build/tests/gpu/sharc_gpu_collective_tests ]]; then
   run_step collective-tests 300 "$build/tests/gpu/sharc_gpu_collective_tests"
-  gtest_row "stream collectives (2 and 4 processes on one GPU)" collective-tests.log
+  gtest_row "stream collectives (2 and 4 processes on one GPU; ipc, staged, device path)" \
+    collective-tests.log
+  row "device path between 2 emulated nodes: path taken" "$(grep -q 'device path taken' \
+    "$out/collective-tests.log" && echo ok || echo "not seen")" 0 \
+    "$(grep -o 'device path taken: [a-z-]*' "$out/collective-tests.log" | sort | uniq -c | tr '\n' ';')"
 fi
 if [[ -x $build/tests/multirank/sharc_multirank_tests ]]; then
   run_step staging-tests 120 "$build/tests/multirank/sharc_multirank_tests" \
-    --gtest_filter='CudaCopyEngine*:CudaStaged*'
-  gtest_row "staging pipeline with the CUDA copy engine" staging-tests.log
+    --gtest_filter='CudaDeviceQueue*:CudaStaged*'
+  gtest_row "staging pipeline with the CUDA device queue" staging-tests.log
 fi
 if [[ -x $build/perf/sharc-gpu-kernel-bench ]]; then
   run_step kernel-bench 120 "$build/perf/sharc-gpu-kernel-bench" --bytes 256M --reps 20
@@ -169,6 +173,16 @@ if [[ -x $build/perf/sharc-gpu-perf ]]; then
     row "$coll, 4 processes on one GPU (target busbw 70 %)" \
       "$(result)" "$step_secs" \
       "$(grep -E 'of device copy|target' "$out/gpu-perf-$coll.log" | tr '\n' ';' | cut -c1-400)"
+  done
+  # The device path: 4 ranks on 2 emulated nodes over libfabric shm (FI_HMEM where libfabric
+  # has CUDA), sharc's kernels reducing; busbw against the device copy rate.
+  for coll in all_gather reduce_scatter; do
+    run_step "gpu-perf-device-$coll" 150 env SHARC_DEVICE_PATH=direct SHARC_FI_PROVIDER=shm \
+      SHARC_SHM=0 SHARC_DEBUG=INFO "$build/perf/sharc-gpu-perf" "$coll" -N 4 --nodes 2 \
+      -b 1M -e 256M -f 16 -d bfloat16 -o sum -n 10 -w 3 --check
+    row "$coll, device path, 4 ranks on 2 emulated nodes" \
+      "$(result)" "$step_secs" \
+      "$(grep -oE 'device path \([a-z]+ queue\): [^(]*' "$out/gpu-perf-device-$coll.log" | head -1);$(grep -E 'of device copy|target' "$out/gpu-perf-device-$coll.log" | tr '\n' ';' | cut -c1-300)"
   done
 fi
 
@@ -185,6 +199,10 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     row "torch backend, CUDA tensors (pytest test_cuda.py)" \
       "$(result)" "$step_secs" \
       "$(tail -1 "$out/torch-cuda.log")"
+    run_step torch-cuda-nodes 300 env PYTHONPATH="$site:${PYTHONPATH:-}" \
+      python3 -m pytest -q -p no:cacheprovider tests/torch/test_cuda_nodes.py
+    row "torch, CUDA tensors on 2 emulated nodes: device path, FSDP, FSDP2, parallelize" \
+      "$(result)" "$step_secs" "$(tail -1 "$out/torch-cuda-nodes.log")"
   fi
 else
   row "torch backend, CUDA tensors" "not run" 0 "python3 has no torch with CUDA"

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "core/config.hpp"
 #include "core/hash.hpp"
 
 namespace sharc::gpu {
@@ -15,7 +16,8 @@ uint64_t localHostId() {
     gethostname(host, sizeof(host) - 1);
     std::string bootId;
     std::ifstream("/proc/sys/kernel/random/boot_id") >> bootId;
-    const std::string text = std::string(host) + "/" + bootId;
+    // An emulated node (SHARC_NODE_ID) counts as a host of its own, as it does for the engine.
+    const std::string text = std::string(host) + "/" + bootId + "/" + core::Config::get().nodeId;
     return core::fnv1a64(text);
   }();
   return id;

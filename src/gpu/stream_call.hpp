@@ -41,7 +41,7 @@ struct CallDescriptor {
   IpcBufferHandle recv;      ///< valid when ipcReady
 };
 
-/// This host's identity (FNV-1a of the hostname and the kernel's boot id).
+/// This host's identity (FNV-1a of the hostname, the kernel's boot id and SHARC_NODE_ID).
 uint64_t localHostId();
 
 /// Bytes of one rank's send buffer for `call` (count × element size, × ranks for

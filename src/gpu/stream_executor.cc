@@ -23,8 +23,9 @@ std::string where(const Communicator& comm, const StreamCall& call) {
 }  // namespace
 
 StreamExecutor::StreamExecutor(std::shared_ptr<Communicator> comm,
-                               std::chrono::milliseconds timeout)
-    : comm_(std::move(comm)), timeout_(timeout), gate_(timeout) {
+                               std::chrono::milliseconds timeout, DevicePathFn devicePath)
+    : comm_(std::move(comm)), timeout_(timeout), devicePath_(std::move(devicePath)),
+      gate_(timeout) {
   worker_ = std::thread([this] { work(); });
 }
 
@@ -184,12 +185,20 @@ void StreamExecutor::execute(Pending& p) {
 
   bool ipc = true;
   for (const CallDescriptor& d : all) ipc = ipc && d.ipcReady && d.hostId == mine.hostId;
+  const bool onDevice = memoryKind(call.recv) == MemoryKind::Device &&
+                        (!readsSend || memoryKind(call.send) == MemoryKind::Device);
+  const bool direct = !ipc && devicePath_ && onDevice &&
+                      core::Config::get().devicePath == core::DevicePath::Direct;
   SHARC_TRACE(where(*comm_, call) << ": " << call.count << " " << dataTypeName(call.type) << " via "
-                                  << (ipc ? "cuda ipc" : "host staging"));
+                                  << (ipc      ? "cuda ipc"
+                                      : direct ? "the device path"
+                                               : "host staging"));
   if (ipc) {
     auto& path = ipc_[call.device];
     if (!path) path = std::make_unique<IpcCollective>(call.device);
     path->run(*comm_, call, all, timeout_);
+  } else if (direct) {
+    devicePath_(call);
   } else {
     runStagedPath(call);
   }

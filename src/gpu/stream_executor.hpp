@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,9 +33,15 @@ class StagingPool;
 
 class StreamExecutor {
  public:
+  /// Runs a call between hosts on the engine's device path (SHARC_DEVICE_PATH=direct) and
+  /// returns once it has finished; throws sharc::Error when it failed.
+  using DevicePathFn = std::function<void(const StreamCall&)>;
   /// `comm` is used by the worker alone (a duplicate of the caller's communicator, so its
-  /// calls never interleave with the caller's own). `timeout` bounds each call.
-  StreamExecutor(std::shared_ptr<Communicator> comm, std::chrono::milliseconds timeout);
+  /// calls never interleave with the caller's own). `timeout` bounds each call. Calls that
+  /// CUDA IPC cannot carry take `devicePath` where set and their buffers are device memory,
+  /// else the staging pipeline.
+  StreamExecutor(std::shared_ptr<Communicator> comm, std::chrono::milliseconds timeout,
+                 DevicePathFn devicePath = {});
   /// Lets queued calls finish (each bounded by the timeout), then stops the worker.
   ~StreamExecutor();
   StreamExecutor(const StreamExecutor&) = delete;
@@ -62,6 +69,7 @@ class StreamExecutor {
 
   std::shared_ptr<Communicator> comm_;
   const std::chrono::milliseconds timeout_;
+  DevicePathFn devicePath_;
   StreamGate gate_;
   // Per device, used by the worker alone: the IPC path, and the staging path's device queue
   // with its pinned staging (allocated once, grown when a call needs more).

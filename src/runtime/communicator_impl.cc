@@ -308,7 +308,9 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   e.algorithm = algo::algorithmName(algorithm);
   e.chunkBytes = plan.chunkBytes;
   e.internal = c.internalCall;
-  e.path = dev ? c.devicePath : c.path;
+  e.path = !dev                                                   ? c.path
+           : schedule->context().directLinks == &c.stagedLinks ? "device-staged"
+                                                               : c.devicePath;
   e.state = TraceState::Started;
   e.queuedNs = e.startedNs = wallClockNs();
   const uint64_t traceId = e.id;

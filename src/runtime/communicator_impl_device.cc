@@ -2,6 +2,7 @@
 // its reductions and copies on a device queue; each link carries device memory itself where
 // the endpoint's transport to that rank has FI_HMEM, and stages each message through host
 // memory where not. The links are decided once per communicator and named in the log.
+#include <algorithm>
 #include <sstream>
 
 #include "core/collective.hpp"
@@ -49,6 +50,19 @@ void CommunicatorImpl::useDevice(algo::ScheduleContext& ctx, DeviceResources& de
       } else {
         ++staged;
         if (stagedWhy.empty()) stagedWhy = why;
+      }
+    }
+    // A provider may offer FI_HMEM yet not register this kind of memory (a libfabric built
+    // without CUDA): one registration of device scratch says, before any link relies on it.
+    if (direct > 0 && dev.registrations() != nullptr) {
+      core::QueueMemory probe = dev.scratch.acquire(4096);
+      const std::string err = dev.registrations()->ensure(probe.data());
+      dev.scratch.release(std::move(probe));
+      if (!err.empty()) {
+        std::fill(c.directLinks.begin(), c.directLinks.end(), 0);
+        staged += direct;
+        direct = 0;
+        stagedWhy = err;
       }
     }
     c.devicePath = staged == 0 ? "device-direct" : direct == 0 ? "device-staged" : "device-mixed";

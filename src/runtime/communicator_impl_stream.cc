@@ -59,7 +59,14 @@ void CommunicatorImpl::startStream(CollectiveKind kind, const void* send, void* 
     // worker gets a communicator of its own, so its calls never interleave with the caller's.
     std::shared_ptr<Communicator> own = split(0, state_->rank);
     own->impl().state().path = "stream";  // its flight records say they are stream calls
-    streamExecutor_ = std::make_unique<gpu::StreamExecutor>(std::move(own), state_->timeout.load());
+    CommunicatorImpl* worker = &own->impl();
+    auto devicePath = [worker](const gpu::StreamCall& s) {
+      Request r = worker->startOnDevice(s.kind, s.send, s.recv, s.count, s.type, s.op, s.root,
+                                        s.device);
+      waitRequest(*r.state_, worker->state().timeout.load());
+    };
+    streamExecutor_ = std::make_unique<gpu::StreamExecutor>(std::move(own), state_->timeout.load(),
+                                                            std::move(devicePath));
     SHARC_INFO(call << ": stream-ordered calls start (device " << c.device << ")");
   }
   streamExecutor_->enqueue(c);

@@ -129,9 +129,13 @@ std::string runCase(Communicator& comm, cudaStream_t s, Coll coll, DataType type
          std::to_string(offset) + " on rank " + std::to_string(rank) + ": " + bad.str();
 }
 
+// How the ranks reach each other: CUDA IPC (one host), the staging pipeline, or the engine's
+// device path between two emulated nodes over libfabric shm (FI_HMEM registrations of the
+// device buffers where libfabric has CUDA support, else staged per link: the test prints which).
+enum class Path { Ipc, Staged, Device };
 struct Layout {
   int ranks;
-  bool ipc;
+  Path path;
 };
 
 class StreamCollectives : public ::testing::TestWithParam<Layout> {
@@ -145,7 +149,20 @@ class StreamCollectives : public ::testing::TestWithParam<Layout> {
   void onEveryRank(Body body) const {
     RunOptions o;
     o.timeout = std::chrono::seconds(240);
-    if (!GetParam().ipc) o.env["SHARC_CUDA_IPC"] = "0";
+    switch (GetParam().path) {
+      case Path::Ipc: break;
+      case Path::Staged:
+        o.env["SHARC_CUDA_IPC"] = "0";
+        o.env["SHARC_DEVICE_PATH"] = "staged";
+        break;
+      case Path::Device:
+        o.env["SHARC_DEVICE_PATH"] = "direct";
+        o.env["SHARC_FI_PROVIDER"] = "shm";
+        o.env["SHARC_SHM"] = "0";
+        for (int r = 0; r < GetParam().ranks; ++r)
+          o.nodeIds.push_back("node" + std::to_string(r * 2 / GetParam().ranks));
+        break;
+    }
     runRanks(
         GetParam().ranks,
         [body](const RankContext& ctx) {
@@ -183,6 +200,11 @@ TEST_P(StreamCollectives, EveryTypeOpAndCount) {
               failures += runCase(*comm, s, c, t, op, count, inPlace, offset, 0);
         }
     if (!failures.empty()) throw std::runtime_error(failures.substr(0, 2000));
+    // Which path the calls took, for gpu-check's summary (the flight record names it).
+    const std::string trace = comm->traceJson();
+    for (const char* path : {"device-direct", "device-mixed", "device-staged"})
+      if (trace.find(std::string("\"") + path + "\"") != std::string::npos && comm->rank() == 0)
+        std::printf("device path taken: %s\n", path);
   });
 }
 
@@ -249,11 +271,14 @@ TEST_P(StreamCollectives, MismatchedCallsFailOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneGpu, StreamCollectives,
-                         ::testing::Values(Layout{2, true}, Layout{4, true}, Layout{2, false},
-                                           Layout{4, false}),
+                         ::testing::Values(Layout{2, Path::Ipc}, Layout{4, Path::Ipc},
+                                           Layout{2, Path::Staged}, Layout{4, Path::Staged},
+                                           Layout{2, Path::Device}, Layout{4, Path::Device}),
                          [](const ::testing::TestParamInfo<Layout>& i) {
                            return std::to_string(i.param.ranks) + "ranks_" +
-                                  (i.param.ipc ? "ipc" : "staged");
+                                  (i.param.path == Path::Ipc      ? "ipc"
+                                   : i.param.path == Path::Staged ? "staged"
+                                                                  : "device_path_2nodes");
                          });
 
 // Memory kinds as the driver reports them, and the host forms refusing device memory.

@@ -24,10 +24,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _child(rank, world_size, backend, init_method, env, fn, args, results, device_id=None):
+def _child(rank, world_size, backend, init_method, env, fn, args, results, device_id=None,
+           nodes=1):
     import datetime
 
     os.environ.update(env)
+    if nodes > 1:  # emulated nodes: contiguous blocks of ranks (sharc reads SHARC_NODE_ID)
+        os.environ["SHARC_NODE_ID"] = f"node{rank * nodes // world_size}"
     os.environ["RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(world_size)
     os.environ["LOCAL_RANK"] = str(rank)
@@ -64,8 +67,9 @@ def _child(rank, world_size, backend, init_method, env, fn, args, results, devic
 
 
 def run_ranks(world_size, fn, *args, backend="sharc", init="file", env=None,
-              timeout=DEFAULT_TIMEOUT_S, device_id=None):
-    """Runs fn(rank, world_size, *args) on `world_size` ranks; returns the results by rank."""
+              timeout=DEFAULT_TIMEOUT_S, device_id=None, nodes=1):
+    """Runs fn(rank, world_size, *args) on `world_size` ranks; returns the results by rank.
+    `nodes` > 1 lays the ranks out on that many emulated nodes (SHARC_NODE_ID)."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     with tempfile.TemporaryDirectory(prefix="sharc-torch-") as tmp:
@@ -78,7 +82,7 @@ def run_ranks(world_size, fn, *args, backend="sharc", init="file", env=None,
         procs = [
             ctx.Process(target=_child,
                         args=(r, world_size, backend, init_method, child_env, fn, args, results,
-                              device_id))
+                              device_id, nodes))
             for r in range(world_size)
         ]
         for p in procs:
