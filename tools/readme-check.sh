@@ -93,6 +93,8 @@ check() {
     "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1M -e 16G -f 4" | \
       "build/tools/sharc-plan fsdp --model llama2-70b --cluster p5.48xlarge --nodes 64 | head -12")
       echo "run: same" ;;
+    "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 8 -b 32M -e 2G")
+      echo "run: build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 8 -b 32M -e 2G | grep -q 'staged_bw.*nccl_bw'" ;;
     "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 2,8,64,256,1024 -b 1M -e 16G --plot plan-p5.png")
       echo "run: build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 2,8,64,256,1024 -b 1M -e 16G --plot $tmp/plan-p5.png >/dev/null" ;;
     "SHARC_TUNER_SAVE=/tmp/learned.txt SHARC_DEBUG=INFO build/perf/sharc-perf reduce_scatter -N 2 -b 64M -e 64M -n 100 -w 5")

@@ -21,6 +21,8 @@
 #include <sstream>
 #include <thread>
 
+#include "cluster_model.hpp"
+#include "nccl_backtest.hpp"
 #include "sharc/error.hpp"
 #include "sharc/plan_fsdp.hpp"
 #include "sharc_plan_cli.hpp"
@@ -37,9 +39,14 @@ const char kHelp[] =
     "sharc-plan: sharc's cost model (the tuner's) for clusters you do not have.\n"
     "\n"
     "sharc-plan collective CLUSTER --collective all_gather|reduce_scatter|all_reduce\n"
-    "    [--nodes 1,2,4,...] [-b 1M] [-e 16G] [-f 2] [--algorithm NAME] [--json] [--plot F.png]\n"
+    "    [--nodes 1,2,4,...] [-b 1M] [-e 16G] [-f 2] [--algorithm NAME] [--path both]\n"
+    "    [--json] [--plot F.png]\n"
     "  per node count and size: predicted time, bus bandwidth (nccl-tests' busbw), the\n"
-    "  tuner's algorithm and chunk, the physical bound's busbw and the share of it reached.\n"
+    "  tuner's algorithm and chunk, the physical bound's busbw and the share of it reached,\n"
+    "  and NCCL's published busbw where the backtest carries a run of that shape.\n"
+    "  --path     direct|staged|both: the data path of GPU buffers, device-direct (NICs and\n"
+    "             NVLink on HBM) or staged (through pinned host memory over PCIe); both side\n"
+    "             by side (the default where the cluster has a PCIe rate, else direct)\n"
     "  --nodes    node counts (default 1,2,4,...,1024)   -b/-e/-f  sizes as nccl-tests\n"
     "             (AllGather output, ReduceScatter input, AllReduce vector; K/M/G/T = 2^10..)\n"
     "  --algorithm ring|recursive_doubling|bruck|hierarchical|direct  force one\n"
@@ -247,7 +254,8 @@ std::string clusterJson(const Cluster& c) {
     << ", \"copy_gbps\": " << jsonNumber(c.copyGBps)
     << ", \"reduce_gbps\": " << jsonNumber(c.reduceGBps)
     << ", \"step_us\": " << jsonNumber(c.stepUs) << ", \"efficiency\": " << jsonNumber(c.efficiency)
-    << ", \"fabric_half_duplex\": " << (c.fabricHalfDuplex ? "true" : "false") << "}";
+    << ", \"fabric_half_duplex\": " << (c.fabricHalfDuplex ? "true" : "false")
+    << ", \"pcie_gbps\": " << jsonNumber(c.pcieGBps) << "}";
   return o.str();
 }
 
@@ -321,25 +329,58 @@ int runCollective(const Args& a) {
     throw UsageError("--algorithm '" + algorithm +
                      "' (valid: ring, recursive_doubling, bruck, hierarchical, direct)");
 
-  std::vector<Prediction> rows;
+  using algo::model::DataPath;
+  const std::string path = a.get("--path", cl.pcieGBps > 0 ? "both" : "direct");
+  if (path != "direct" && path != "staged" && path != "both")
+    throw UsageError("--path '" + path + "' (valid: direct, staged, both)");
+  if (path != "direct" && cl.pcieGBps <= 0)
+    throw UsageError("--path " + path + ": cluster '" + cl.name +
+                     "' has no PCIe rate for the staged path (cluster file key pcie_gbps)");
+  const bool direct = path != "staged", staged = path != "direct";
+
+  // One row per node count and size: the first path shown, the staged one beside it under
+  // `both`, and NCCL's published busbw (0: none).
+  struct Row {
+    Prediction main, staged;
+    double nccl = 0;
+  };
+  std::vector<Row> rows;
   for (int n : nodes)
     for (size_t b = begin; b <= end; b = static_cast<size_t>(b * factor)) {
-      rows.push_back(predictCollective(cl, n, coll, b, algorithm));
+      Row r;
+      r.main = predictPath(cl, n, coll, b, direct ? DataPath::DeviceDirect : DataPath::Staged,
+                           algorithm);
+      if (direct && staged) r.staged = predictPath(cl, n, coll, b, DataPath::Staged, algorithm);
+      r.nccl = publishedBusGBps(cl.name, coll, n, b);
+      rows.push_back(r);
       if (b > end / factor) break;
     }
+  const bool both = direct && staged;
+  const auto pct = [](const Prediction& p) {
+    return p.predictedUs > 0 ? 100.0 * p.boundUs / p.predictedUs : 0;
+  };
   std::ostringstream json;
   json << "{\"cluster\": " << clusterJson(cl) << ", \"collective\": " << jsonString(cname)
        << ", \"algorithm\": " << jsonString(algorithm.empty() ? "tuner" : algorithm)
-       << ", \"rows\": [";
+       << ", \"path\": " << jsonString(path) << ", \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
-    const Prediction& p = rows[i];
+    const Prediction& p = rows[i].main;
     json << (i ? ",\n  " : "\n  ") << "{\"nodes\": " << p.nodes << ", \"ranks\": " << p.ranks
          << ", \"bytes\": " << p.bytes << ", \"algorithm\": " << jsonString(p.algorithm)
          << ", \"chunk_bytes\": " << p.chunkBytes << ", \"time_us\": " << jsonNumber(p.predictedUs)
          << ", \"busbw_gbps\": " << jsonNumber(p.busGBps)
          << ", \"bound_us\": " << jsonNumber(p.boundUs)
-         << ", \"bound_busbw_gbps\": " << jsonNumber(p.boundBusGBps) << ", \"pct_of_bound\": "
-         << jsonNumber(p.predictedUs > 0 ? 100.0 * p.boundUs / p.predictedUs : 0) << "}";
+         << ", \"bound_busbw_gbps\": " << jsonNumber(p.boundBusGBps)
+         << ", \"pct_of_bound\": " << jsonNumber(pct(p));
+    if (both) {
+      const Prediction& st = rows[i].staged;
+      json << ", \"staged_algorithm\": " << jsonString(st.algorithm)
+           << ", \"staged_chunk_bytes\": " << st.chunkBytes
+           << ", \"staged_time_us\": " << jsonNumber(st.predictedUs)
+           << ", \"staged_busbw_gbps\": " << jsonNumber(st.busGBps);
+    }
+    json << ", \"nccl_busbw_gbps\": " << (rows[i].nccl > 0 ? jsonNumber(rows[i].nccl) : "null")
+         << "}";
   }
   json << "\n]}\n";
   if (a.has("--json")) {
@@ -347,20 +388,36 @@ int runCollective(const Args& a) {
   } else {
     std::printf("sharc-plan collective %s on %s\n  source: %s\n", cname.c_str(),
                 clusterText(cl).c_str(), cl.source.c_str());
+    if (staged)
+      std::printf(
+          "  staged: %.1f GB/s PCIe per GPU, host reductions at %.1f GB/s\n", cl.pcieGBps,
+          cl.hostReduceGBps > 0 ? cl.hostReduceGBps : algo::TunerParams::defaults().reduceGbps);
+    const char* bw = both ? "direct_bw" : direct ? "busbw" : "staged_bw";
     int last = -1;
-    for (const Prediction& p : rows) {
-      if (p.nodes != last)
-        std::printf("\n%6s %6s %8s %12s %10s %-18s %6s %10s %7s\n", "nodes", "ranks", "size",
-                    "time_us", "busbw", "algorithm", "chunk", "bound", "%bound");
+    for (const Row& r : rows) {
+      const Prediction& p = r.main;
+      if (p.nodes != last) {
+        std::printf("\n%6s %6s %8s %12s %10s %-18s %6s", "nodes", "ranks", "size", "time_us", bw,
+                    "algorithm", "chunk");
+        if (both) std::printf(" %12s %10s %-18s", "staged_us", "staged_bw", "staged_algorithm");
+        std::printf(" %10s %7s %8s\n", "bound", "%bound", "nccl_bw");
+      }
       last = p.nodes;
-      std::printf("%6d %6d %8s %12.1f %10.2f %-18s %6s %10.2f %6.1f%%\n", p.nodes, p.ranks,
+      std::printf("%6d %6d %8s %12.1f %10.2f %-18s %6s", p.nodes, p.ranks,
                   bytesText(static_cast<double>(p.bytes)).c_str(), p.predictedUs, p.busGBps,
-                  p.algorithm.c_str(), bytesText(static_cast<double>(p.chunkBytes)).c_str(),
-                  p.boundBusGBps, p.predictedUs > 0 ? 100.0 * p.boundUs / p.predictedUs : 0);
+                  p.algorithm.c_str(), bytesText(static_cast<double>(p.chunkBytes)).c_str());
+      if (both)
+        std::printf(" %12.1f %10.2f %-18s", r.staged.predictedUs, r.staged.busGBps,
+                    r.staged.algorithm.c_str());
+      char nccl[32] = "-";
+      if (r.nccl > 0) std::snprintf(nccl, sizeof nccl, "%.2f", r.nccl);
+      std::printf(" %10.2f %6.1f%% %8s\n", p.boundBusGBps, pct(p), nccl);
     }
     std::printf(
-        "\nbusbw and bound in GB/s (nccl-tests' bus bandwidth); bound: every node "
-        "injecting at full link speed (lowerBoundUs)\n");
+        "\nbusbw, bound and nccl_bw in GB/s (nccl-tests' bus bandwidth); bound: every node "
+        "injecting at full link speed (lowerBoundUs); %%bound of the %s path; nccl_bw: NCCL's "
+        "published busbw (sharc-plan backtest's sources), - where none\n",
+        direct ? "device-direct" : "staged");
   }
   if (a.has("--plot")) {
     const int rc = runPlot(json.str(), a.get("--plot"));
@@ -394,10 +451,10 @@ int main(int argc, char** argv) {
         return 0;
       }
     if (cmd == "collective")
-      return runCollective(
-          parseArgs(cmd, argc - 2, argv + 2,
-                    with({"--collective", "--nodes", "-b", "-e", "-f", "--algorithm", "--plot"}),
-                    {"--json", "--this-host"}));
+      return runCollective(parseArgs(
+          cmd, argc - 2, argv + 2,
+          with({"--collective", "--nodes", "-b", "-e", "-f", "--algorithm", "--path", "--plot"}),
+          {"--json", "--this-host"}));
     if (cmd == "fsdp")
       return runFsdp(parseArgs(cmd, argc - 2, argv + 2,
                                with({"--model", "--nodes", "--params", "--layers", "--hidden",

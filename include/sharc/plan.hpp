@@ -54,6 +54,12 @@ struct Cluster {
   /// fabricRailShare: a message cut into k pieces moves at min(1, k x this) of it). 0: every
   /// NIC alike, 1 / railsPerRank. This host's: the first NIC's rate over the summed one.
   double railShare = 0;
+  /// One GPU's PCIe link to host memory in one direction: what the staged data path copies
+  /// over (src/algorithms/cost_model.hpp, "Data paths"). 0: no staged path (a CPU cluster).
+  double pcieGBps = 0;
+  /// The host's reduction rate on the staged path (bytes of one input per second). 0: the
+  /// tuner's host default (algo::TunerParams::defaults().reduceGbps).
+  double hostReduceGBps = 0;
 };
 
 /// The NICs each of `ranksPerNode` ranks stripes over when sharc places `rails` NICs near

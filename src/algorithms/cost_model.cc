@@ -292,4 +292,26 @@ std::optional<double> fabricBytesPerNode(CollectiveKind kind, Algorithm a, doubl
   }
 }
 
+const char* dataPathName(DataPath p) {
+  return p == DataPath::Staged ? "staged" : "device-direct";
+}
+
+StagedCopies stagedCopies(CollectiveKind kind, double bytes, int n) {
+  const double piece = bytes / std::max(1, n);
+  switch (kind) {
+    case CollectiveKind::AllGather: return {piece, bytes};
+    case CollectiveKind::ReduceScatter: return {bytes, piece};
+    default: return {bytes, bytes};
+  }
+}
+
+int stagedChunks(double blockBytes, size_t chunkBytes) {
+  const double chunk = static_cast<double>(std::max<size_t>(1, chunkBytes));
+  return std::max(1, static_cast<int>(std::ceil(blockBytes / chunk)));
+}
+
+double stagedUs(double chunkCallUs, double chunkCopyUs, int chunks) {
+  return (std::max(1, chunks) - 1) * std::max(chunkCallUs, chunkCopyUs) + chunkCallUs + chunkCopyUs;
+}
+
 }  // namespace sharc::algo::model

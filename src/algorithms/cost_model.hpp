@@ -147,6 +147,23 @@
 //     reduced): the longest of the two phases' serial paths overlapped after one round of the
 //     partials, each resource's work of both phases, one chunk through both phases, and the
 //     rank's NICs carrying h + N-1 blocks each way.
+//
+// Data paths (DataPath). Where a call's buffers are in GPU memory, the engine moves them one
+// of two ways; everything above costs the first.
+//   device-direct  the NICs and NVLink read and write HBM; reductions at reduce.gbps (the GPU's).
+//   staged         the call is cut into K = ceil(m / stagingChunk) chunks of each rank's block
+//                  (AllReduce: of the vector; SHARC_GPU_STAGING_CHUNK, 4 MiB). Each chunk is
+//                  copied GPU -> pinned host memory (D2H), the host collective runs on it with
+//                  reductions at the host's rate, and it is copied back (H2D). A rank's copies
+//                  per chunk (stagedCopies; AllGather: its piece out, all n pieces back;
+//                  ReduceScatter: all n pieces out, its piece back; AllReduce: the chunk both
+//                  ways) run one after another on one copy queue over the GPU's PCIe link:
+//                  p = (out + back) / pcie. The stages pipeline over the staging slots, so
+//                  with t the host collective of one chunk (its own latency included)
+//                    T = (K - 1) * max(p, t) + p + t
+//                  (the slower stage per chunk, plus one chunk through both: the fill). Since
+//                  every staged byte crosses PCIe at least once each way, T >= K*p, and the
+//                  bus bandwidth stays below the PCIe rate.
 #pragma once
 
 #include <algorithm>
@@ -226,6 +243,42 @@ Cost callCost(const CallShape& shape, Algorithm a, size_t chunkBytes, const Tune
 /// `a` has no such pattern (the single-copy and tree forms).
 std::optional<double> fabricBytesPerNode(CollectiveKind kind, Algorithm a, double bytes, int nodes,
                                          int ranksPerNode);
+
+/// How a call on GPU buffers moves its bytes ("Data paths" above).
+enum class DataPath {
+  DeviceDirect,  ///< NICs and NVLink on HBM, reductions at the GPU's rate
+  Staged,        ///< chunks copied over PCIe to pinned host memory, the host collective, back
+};
+/// "device-direct", "staged".
+const char* dataPathName(DataPath p);
+
+/// Effective rate of one GPU's PCIe Gen4 x16 link in one direction (1e9 B/s; A100 on
+/// p4d.24xlarge). The A100 datasheet gives "PCIe Gen4: 64 GB/s", both directions together, so
+/// 32 per direction at the line rate (16 GT/s x 16 lanes, 128b/130b: 31.5); 25 is the ~80 %
+/// that a pinned cudaMemcpy is commonly reported to reach after packet overhead, an assumption
+/// not measured on these instances.
+inline constexpr double kPcieGen4x16GBps = 25.0;
+/// The same for PCIe Gen5 x16 (H100 on p5.48xlarge, H200 on p5en.48xlarge): the H100 SXM5
+/// datasheet gives "PCIe Gen5: 128 GB/s" both ways, 63 per direction at the line rate; 50 at
+/// the same ~80 %.
+inline constexpr double kPcieGen5x16GBps = 50.0;
+
+/// Bytes one rank copies to the host and back over PCIe on the staged path for `kind` of
+/// `bytes` (AllGather output, ReduceScatter input, AllReduce vector) among `n` ranks.
+struct StagedCopies {
+  double toHost = 0;    ///< D2H
+  double toDevice = 0;  ///< H2D
+  double total() const { return toHost + toDevice; }
+};
+StagedCopies stagedCopies(CollectiveKind kind, double bytes, int n);
+
+/// The chunks K a staged call cuts each rank's block of `blockBytes` into at `chunkBytes`
+/// (the engine's planChunks: near-equal chunks of at most `chunkBytes`). At least 1.
+int stagedChunks(double blockBytes, size_t chunkBytes);
+
+/// The time of a staged call of `chunks` chunks ("Data paths"): each chunk's host collective
+/// takes `chunkCallUs` and its copies over PCIe `chunkCopyUs`.
+double stagedUs(double chunkCallUs, double chunkCopyUs, int chunks);
 
 /// Ranks that carry the same work in the hierarchical schedules ("Hierarchical" above).
 struct HierClass {

@@ -62,6 +62,8 @@ constexpr Key kKeys[] = {
     {"step_us", &Cluster::stepUs, "microseconds, a number >= 0"},
     {"efficiency", &Cluster::efficiency, "a number in (0, 1]"},
     {"fabric_half_duplex", nullptr, "0 or 1"},
+    {"pcie_gbps", &Cluster::pcieGBps, "GB/s of one GPU's PCIe link, a number > 0"},
+    {"host_reduce_gbps", &Cluster::hostReduceGBps, "GB/s, a number > 0"},
     // A sharc-perf --calibrate (SHARC_TUNER_FILE) file.
     {"local.alpha_us", &Cluster::localAlphaUs, "microseconds, a number >= 0"},
     {"local.gbps", &Cluster::localGBps, "GB/s, a number > 0"},

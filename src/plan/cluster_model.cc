@@ -1,11 +1,13 @@
 #include "cluster_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "algorithms/cost_model.hpp"
 #include "core/collective.hpp"
+#include "core/config.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
@@ -126,6 +128,34 @@ Prediction predictCollective(const Cluster& cl, int nodes, Collective c, size_t 
         Result::InvalidArgument,
         "plan: ranks per node (" + std::to_string(cl.ranksPerNode) + ") must be at least 1");
   return predictGroup(cl, nodes, cl.ranksPerNode, 1, c, bytes, algorithm);
+}
+
+Prediction predictPath(const Cluster& cl, int nodes, Collective c, size_t bytes,
+                       algo::model::DataPath path, const std::string& algorithm) {
+  if (path == algo::model::DataPath::DeviceDirect)
+    return predictCollective(cl, nodes, c, bytes, algorithm);
+  if (cl.pcieGBps <= 0)
+    throw Error(Result::InvalidArgument,
+                "plan: cluster '" + cl.name + "' has no PCIe rate (pcie_gbps) for the staged path");
+  Prediction whole = predictCollective(cl, nodes, c, bytes, algorithm);  // checks the shape
+  const int n = whole.ranks;
+  const double block =
+      c == Collective::AllReduce ? static_cast<double>(bytes) : static_cast<double>(bytes) / n;
+  const size_t staging = core::Config{}.gpuStagingChunkBytes;
+  const int chunks = algo::model::stagedChunks(block, staging);
+  const double chunkBytes = static_cast<double>(bytes) / chunks;
+  // The host collective of one chunk: the same links, the host's reductions.
+  Cluster host = cl;
+  host.reduceGBps =
+      cl.hostReduceGBps > 0 ? cl.hostReduceGBps : algo::TunerParams::defaults().reduceGbps;
+  const Prediction chunk = predictCollective(
+      host, nodes, c, std::max<size_t>(1, static_cast<size_t>(std::ceil(chunkBytes))), algorithm);
+  const double copyUs = algo::model::stagedCopies(c, chunkBytes, n).total() / (cl.pcieGBps * 1e3);
+  whole.algorithm = chunk.algorithm;
+  whole.chunkBytes = chunk.chunkBytes;
+  whole.predictedUs = algo::model::stagedUs(chunk.predictedUs, copyUs, chunks);
+  whole.busGBps = busBandwidthGBps(c, bytes, whole.predictedUs, n);
+  return whole;
 }
 
 double interNodeBytesPerNode(algo::Algorithm a, Collective c, double bytes, int N, int L) {

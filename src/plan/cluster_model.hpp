@@ -2,6 +2,7 @@
 // the node map of N nodes numbered node by node.
 #pragma once
 
+#include "algorithms/cost_model.hpp"
 #include "algorithms/node_map.hpp"
 #include "algorithms/tuner.hpp"
 #include "sharc/plan.hpp"
@@ -29,6 +30,14 @@ algo::CallShape callShape(Collective c, size_t bytes, const algo::NodeMap& map);
 /// fabricGBps (the rank's own local links are not shared). The bound is the group's own.
 Prediction predictGroup(const Cluster& cluster, int nodes, int ranksPerNode, int sharing,
                         Collective c, size_t bytes, const std::string& algorithm = "");
+
+/// predictCollective on data path `path` (algo::model::DataPath). DeviceDirect: predictCollective
+/// itself. Staged ("Data paths" in cost_model.hpp): the host collective of one staging chunk
+/// (the engine's default SHARC_GPU_STAGING_CHUNK per rank) with reductions at the host's rate,
+/// pipelined with its copies over the GPU's PCIe link at `cluster`.pcieGBps; algorithm and
+/// chunkBytes are that host collective's. Throws sharc::Error for Staged where pcieGBps is 0.
+Prediction predictPath(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                       algo::model::DataPath path, const std::string& algorithm = "");
 
 /// Bytes the busiest node sends over the fabric for `c` of `bytes` (as in Prediction::bytes)
 /// run with `a` on `nodes` x `ranksPerNode` ranks numbered node by node: the cost model's

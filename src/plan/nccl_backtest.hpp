@@ -37,6 +37,10 @@ const std::vector<PublishedPoint>& publishedCurve();
 /// only); out of sample too.
 const std::vector<PublishedPoint>& publishedAllGatherCurve();
 
+/// The published NCCL busbw of `coll` of `bytes` on `nodes` nodes of `instance`, from
+/// publishedAllGatherCurve, publishedCurve and publishedPoints; 0 where none is published.
+double publishedBusGBps(const std::string& instance, Collective coll, int nodes, size_t bytes);
+
 /// NCCL's algorithm at a point (what aws-ofi-nccl's region tuner picks on p5, NCCL's
 /// defaults elsewhere), and the tuner algorithm that models it.
 struct NcclChoice {

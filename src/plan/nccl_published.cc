@@ -98,4 +98,12 @@ const std::vector<PublishedPoint>& publishedPoints() {
   return pts;
 }
 
+double publishedBusGBps(const std::string& instance, Collective coll, int nodes, size_t bytes) {
+  for (const auto* list : {&publishedAllGatherCurve(), &publishedCurve(), &publishedPoints()})
+    for (const PublishedPoint& p : *list)
+      if (p.instance == instance && p.coll == coll && p.nodes == nodes && p.bytes == bytes)
+        return p.busGBps;
+  return 0;
+}
+
 }  // namespace sharc::plan

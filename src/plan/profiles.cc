@@ -21,6 +21,9 @@
 //          600 GB/s (12 links, 300 GB/s each way).
 //  [NCCL]  NVIDIA/nccl src/graph/tuning.cc (2.30), hwLat per hop of a ring, LL / LL128 /
 //          Simple: NVLink 0.6 / 1.9 / 3.4 us, network 2.7 / 4.0 / 14.0 us.
+//  [PCIe]  the GPUs' PCIe links (the staged data path): A100 PCIe Gen4 x16, H100 and H200
+//          PCIe Gen5 x16 (the datasheets above); effective rates in
+//          src/algorithms/cost_model.hpp (kPcieGen4x16GBps, kPcieGen5x16GBps).
 //  [ofi]   aws/aws-ofi-nccl v1.16.3 src/platform-aws.cpp: EFA latency the plugin reports to
 //          NCCL (75 us p4d/p5, 35 us p5en), which NCCL's tuning.cc adds per network hop.
 //
@@ -28,6 +31,7 @@
 // (HBM / 2), a two-input reduction reads two bytes and writes one per input byte (HBM / 3).
 #include <algorithm>
 
+#include "algorithms/cost_model.hpp"
 #include "nccl_backtest.hpp"
 #include "sharc/error.hpp"
 
@@ -50,7 +54,7 @@ constexpr double kEfaAlphaUs = 4.0;
 constexpr double kGpuStepUs = 0.5;
 
 Cluster gpuNode(const std::string& name, const std::string& source, double memoryGB,
-                double nvlinkGBps, int nics, double gbitPerNic, double hbmGBps) {
+                double nvlinkGBps, int nics, double gbitPerNic, double hbmGBps, double pcieGBps) {
   Cluster c;
   c.name = name;
   c.source = source;
@@ -65,6 +69,7 @@ Cluster gpuNode(const std::string& name, const std::string& source, double memor
   c.reduceGBps = hbmGBps / 3;
   c.stepUs = kGpuStepUs;
   c.efficiency = 1.0;
+  c.pcieGBps = pcieGBps;
   return c;
 }
 
@@ -73,18 +78,20 @@ Cluster gpuNode(const std::string& name, const std::string& source, double memor
 Cluster unfittedProfile(const std::string& name) {
   // p5.48xlarge [p5][H100]: 32 x 100 Gb/s = 400 GB/s per node; 450 GB/s NVLink per GPU.
   if (name == "p5.48xlarge")
-    return gpuNode(name, "AWS EC2 P5 page; NVIDIA H100 SXM5 datasheet", 80, 450, 32, 100, 3350);
+    return gpuNode(name, "AWS EC2 P5 page; NVIDIA H100 SXM5 datasheet", 80, 450, 32, 100, 3350,
+                   algo::model::kPcieGen5x16GBps);
   // p5en.48xlarge [p5en][H200]: 16 x 200 Gb/s = 400 GB/s per node.
   if (name == "p5en.48xlarge")
-    return gpuNode(name, "AWS EC2 P5 page (p5en); NVIDIA H200 datasheet", 141, 450, 16, 200, 4800);
+    return gpuNode(name, "AWS EC2 P5 page (p5en); NVIDIA H200 datasheet", 141, 450, 16, 200, 4800,
+                   algo::model::kPcieGen5x16GBps);
   // p4d.24xlarge [p4d][A100]: 4 x 100 Gb/s = 50 GB/s per node; 300 GB/s NVLink per GPU.
   if (name == "p4d.24xlarge")
     return gpuNode(name, "AWS P4d deep dive (compute blog); NVIDIA A100 40GB datasheet", 40, 300, 4,
-                   100, 1555);
+                   100, 1555, algo::model::kPcieGen4x16GBps);
   // p4de.24xlarge: p4d with A100 80 GB HBM2e [A100] (backtest only: the 2 x p4de point).
   if (name == "p4de.24xlarge")
     return gpuNode(name, "AWS P4de (p4d with A100 80GB); NVIDIA A100 80GB datasheet", 80, 300, 4,
-                   100, 2039);
+                   100, 2039, algo::model::kPcieGen4x16GBps);
   std::string valid;
   for (const auto& n : builtinClusterNames()) valid += (valid.empty() ? "" : ", ") + n;
   throw Error(Result::InvalidArgument, "plan: unknown instance profile '" + name +

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sharc-plan's command line: JSON that parses and agrees with the text, bad options (exit 2,
 # valid values listed), and --plot (exit 77 to skip where /usr/bin/python3 lacks matplotlib).
-# usage: test_sharc_plan_cli.sh SHARC_PLAN json|errors|plot
+# usage: test_sharc_plan_cli.sh SHARC_PLAN json|errors|plot|simulate|paths
 set -u
 plan=$1
 mode=$2
@@ -33,6 +33,49 @@ PY
   rc=$?
   [[ $rc == 2 && $out == *"at most 1024 ranks"* ]] || fail "simulate --nodes 200: exit $rc: $out"
   echo "simulate: OK"
+  ;;
+paths)
+  # Both data paths side by side, with NCCL's published AllGather busbw where it exists (2 and
+  # 8 p5 nodes, 32 MiB .. 2 GiB), in the text and in the JSON.
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 8 -b 32M -e 2G \
+    >"$tmp/p.txt" || fail "collective exit $?"
+  for col in direct_bw staged_bw nccl_bw; do
+    grep -q "^ *nodes .* $col" "$tmp/p.txt" || fail "no $col column: $(cat "$tmp/p.txt")"
+  done
+  for pt in 46.29 86.80 143.66 215.43 261.26 224.47 293.71; do  # published, 8 nodes
+    grep -q "^ *8 .* $pt\$" "$tmp/p.txt" || fail "published $pt not at the row end: $(cat "$tmp/p.txt")"
+  done
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 2,64 -b 32M -e 2G \
+    --json >"$tmp/p.json" || fail "collective --json exit $?"
+  python3 - "$tmp/p.json" <<'PY' || fail "paths JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["path"] == "both" and d["cluster"]["pcie_gbps"] == 50, d["cluster"]
+rows = d["rows"]
+assert len(rows) == 2 * 7, len(rows)
+for r in rows:
+    assert 0 < r["staged_busbw_gbps"] <= r["busbw_gbps"], r
+    assert r["staged_busbw_gbps"] <= 50, r
+    if r["nodes"] == 2:
+        assert r["nccl_busbw_gbps"] > 0, r
+    else:
+        assert r["nccl_busbw_gbps"] is None, r
+assert [r["nccl_busbw_gbps"] for r in rows if r["nodes"] == 2][0] == 131.3, rows[0]
+PY
+  "$plan" collective --cluster p4d.24xlarge --collective all_reduce --nodes 2 -b 1G -e 1G \
+    --path staged >"$tmp/s.txt" || fail "--path staged exit $?"
+  grep -q "staged_bw" "$tmp/s.txt" && ! grep -q "direct_bw" "$tmp/s.txt" && grep -q " 57.17\$" "$tmp/s.txt" ||
+    fail "--path staged: $(cat "$tmp/s.txt")"
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 2 -b 1M -e 1M \
+    --path direct >"$tmp/d.txt" || fail "--path direct exit $?"
+  ! grep -q "staged" "$tmp/d.txt" || fail "--path direct: $(cat "$tmp/d.txt")"
+  out=$("$plan" collective --cluster p5.48xlarge --collective all_gather --path host 2>&1)
+  [[ $? == 2 && $out == *"valid: direct, staged, both"* ]] || fail "--path host: $out"
+  out=$("$plan" collective --this-host --collective all_gather --nodes 2 -e 1M --path staged 2>&1)
+  [[ $? == 2 && $out == *"no PCIe rate"* ]] || fail "--this-host --path staged: $out"
+  "$plan" collective --this-host --collective all_gather --nodes 2 -e 1M >/dev/null ||
+    fail "--this-host without a PCIe rate: exit $?"
+  echo "paths: OK"
   ;;
 json)
   "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 1,2,64 \
@@ -114,6 +157,6 @@ plot)
   [ "$(head -c 8 "$tmp/p.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
     fail "$tmp/p.png is not a PNG"
   ;;
-*) fail "mode $mode (expected json, errors or plot)" ;;
+*) fail "mode $mode (expected json, errors, plot, simulate or paths)" ;;
 esac
 echo PASS
