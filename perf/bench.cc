@@ -115,7 +115,7 @@ class Runner {
           : o_.collective == CollectiveKind::ReduceScatter ? CollectiveKind::ReduceScatter
                                                            : CollectiveKind::AllReduce;
       const CallPlan p = comm_.plan(kind, row.count, type);
-      row.plan = PlanInfo{p.algorithm, p.chunkBytes, p.predictedUs, p.breakdown};
+      row.plan = PlanInfo{p.algorithm, p.chunkBytes, p.predictedUs, p.breakdown, p.path};
     }
     return row;
   }

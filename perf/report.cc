@@ -164,7 +164,10 @@ void Reporter::footer() {
   if (!print_) return;
   const long long wrong = totalWrong();
   std::fprintf(out_, "# Out of bounds values : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
-  std::fprintf(out_, "# Avg bus bandwidth    : %g \n#\n", avgBusBw());
+  std::fprintf(out_, "# Avg bus bandwidth    : %g \n", avgBusBw());
+  if (!rows_.empty() && rows_.back().plan && !rows_.back().plan->path.empty())
+    std::fprintf(out_, "# Data path            : %s\n", rows_.back().plan->path.c_str());
+  std::fprintf(out_, "#\n");
   std::fflush(out_);
 }
 

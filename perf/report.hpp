@@ -46,6 +46,7 @@ struct PlanInfo {
   size_t chunkBytes = 0;
   double predictedUs = 0;
   std::string breakdown;
+  std::string path;  ///< CallPlan::path
 };
 
 struct Row {

@@ -81,6 +81,9 @@ struct CallPlan {
   size_t chunkBytes = 0;   ///< pipelining chunk in bytes
   double predictedUs = 0;  ///< predicted time of one call in microseconds
   std::string breakdown;   ///< one line: the model's terms behind the prediction
+  /// "host"; on the device path (docs/gpu.md) which links carry device memory directly and
+  /// which stage it through host memory, and why.
+  std::string path;
 };
 
 /// A caller's rendezvous channel (a key-value store, a launcher's exchange): called

@@ -116,7 +116,8 @@ CallPlan Communicator::plan(CollectiveKind kind, size_t count, DataType type) co
                                              core::collectiveName(kind) +
                                              ": expected AllGather, ReduceScatter or AllReduce");
   const algo::Plan p = impl_->plan(kind, count, type);
-  return {algo::algorithmName(p.algorithm), p.chunkBytes, p.predictedUs, p.breakdown};
+  return {algo::algorithmName(p.algorithm), p.chunkBytes, p.predictedUs, p.breakdown,
+          impl_->dataPath()};
 }
 
 }  // namespace sharc

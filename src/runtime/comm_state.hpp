@@ -68,6 +68,8 @@ class CommState final : public transport::TransferOwner {
   /// "device-direct", "device-staged" or "device-mixed": the flight record's path of a call
   /// on the device path.
   const char* devicePath = "device-staged";
+  /// Which links are direct and which staged, and why ("" until the first device call).
+  std::string deviceLinksNote;
   const char* internalCall = "";  ///< set around calls sharc makes itself (split, destroy)
   FlightRecorder recorder;
   /// Communicators split from this one: abort reaches them too.

@@ -82,7 +82,16 @@ CommState::StaticPlan CommunicatorImpl::staticPlan(CollectiveKind kind, size_t c
 
 algo::Plan CommunicatorImpl::plan(CollectiveKind kind, size_t count, DataType type,
                                   bool withBreakdown) const {
-  const CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
+  CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
+  // The device path (SHARC_DEVICE_PATH=host) runs the ring where the CPU would read peers.
+  if (core::Config::get().devicePath == core::DevicePath::Host && state_->size > 1 &&
+      (s.plan.algorithm == algo::Algorithm::DirectRead ||
+       s.plan.algorithm == algo::Algorithm::DirectWrite)) {
+    s.plan.algorithm = algo::Algorithm::Ring;
+    s.plan.predictedUs =
+        algo::predictUs(shapeOf(kind, count, type), s.plan.algorithm, s.plan.chunkBytes,
+                        tunerParams(), withBreakdown ? &s.plan.breakdown : nullptr);
+  }
   if (s.fixed) return s.plan;
   LearnedPlan learned;
   std::string note;

@@ -43,6 +43,8 @@ class CommunicatorImpl {
   /// the SHARC_TUNER_FILE choice, else the learned one once settled, else the model's.
   algo::Plan plan(CollectiveKind kind, size_t count, DataType type,
                   bool withBreakdown = true) const;
+  /// CallPlan::path of this communicator's host-form calls.
+  std::string dataPath() const;
   std::shared_ptr<Communicator> split(int color, int key);
   /// Members-only creation over the same endpoint (point_to_point.cc has the rest).
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/collective.hpp"
+#include "core/config.hpp"
 #include "core/log.hpp"
 #include "runtime/communicator_impl.hpp"
 
@@ -67,14 +68,15 @@ void CommunicatorImpl::useDevice(algo::ScheduleContext& ctx, DeviceResources& de
     }
     c.devicePath = staged == 0 ? "device-direct" : direct == 0 ? "device-staged" : "device-mixed";
     std::ostringstream os;
-    os << "rank " << c.rank << ": device path (" << dev.queue().name() << " queue): ";
+    os << "device path (" << dev.queue().name() << " queue): ";
     if (direct > 0) os << "direct to ranks " << rankList(c.directLinks, true, c.rank) << " over "
                        << ep.providerName() << " (FI_HMEM)";
     if (direct > 0 && staged > 0) os << "; ";
     if (staged > 0)
       os << "staged through host memory to ranks " << rankList(c.directLinks, false, c.rank)
          << " (" << stagedWhy << ")";
-    SHARC_INFO(os.str());
+    c.deviceLinksNote = os.str();
+    SHARC_INFO("rank " << c.rank << ": " << c.deviceLinksNote);
   }
   ctx.pids = nullptr;  // no single-copy reads of peers' memory: the CPU must not touch it
   ctx.device = &dev.queue();
@@ -108,6 +110,13 @@ void CommunicatorImpl::registerScratch(const algo::Schedule& schedule, DeviceRes
                   schedule.describe() + ": device scratch: " + err +
                       " (SHARC_DEVICE_PATH=staged stages every call through host memory)");
   }
+}
+
+std::string CommunicatorImpl::dataPath() const {
+  if (core::Config::get().devicePath != core::DevicePath::Host || state_->size == 1) return "host";
+  std::lock_guard<std::mutex> lock(state_->engine->mu);
+  return state_->deviceLinksNote.empty() ? "device path (host queue): links decided at the first call"
+                                         : state_->deviceLinksNote;
 }
 
 }  // namespace sharc::detail
