@@ -76,6 +76,11 @@ check() {
       echo "skip: the user's own NCCL program on 16 ranks (tools/nccl-e2e.sh runs NCCL with the plugin where a GPU exists)" ;;
     "build/tools/sharc-topo" | "build/tools/sharc-topo --topo tests/data/topo/p4d-like.xml --local-ranks 8 --json")
       echo "run: same >/dev/null" ;;
+    "SHARC_DEVICE_PATH=direct build/perf/sharc-perf all_gather -N 2 -b 1M -e 64M -f 8 -n 10 -w 2" | \
+      "SHARC_DEVICE_PATH=host build/perf/sharc-perf all_gather -N 2 -b 1M -e 64M -f 8 -n 10 -w 2" | \
+      "SHARC_DEVICE_PATH=direct build/perf/sharc-perf reduce_scatter -N 2 -b 1M -e 64M -f 8 -n 10 -w 2" | \
+      "SHARC_DEVICE_PATH=host build/perf/sharc-perf reduce_scatter -N 2 -b 1M -e 64M -f 8 -n 10 -w 2")
+      echo "run: FI_TCP_IFACE=lo SHARC_SHM=0 SHARC_FI_PROVIDER=shm ${1%% -b *} -b 1M -e 1M -n 3 -w 1" ;;
     "mpirun -np 2 build/perf/sharc-perf --calibrate /tmp/sharc.tuner")
       echo "run: mpirun --allow-run-as-root -np 2 build/perf/sharc-perf --calibrate $tmp/sharc.tuner" ;;
     "tools/emulate-cluster.sh --nodes 2,2 -- build/perf/sharc-perf --calibrate /tmp/sharc.tuner")
