@@ -60,7 +60,8 @@ GpuOptions parseGpuOptions(int argc, char** argv) {
     throw UsageError("missing collective (all_gather, reduce_scatter, all_reduce or all)");
   p.finish(o);
   if (o.nodes > 1 && (o.launchRanks <= 0 || o.nodes > o.launchRanks))
-    throw UsageError("--nodes " + std::to_string(o.nodes) + " needs -N with at least as many ranks");
+    throw UsageError("--nodes " + std::to_string(o.nodes) +
+                     " needs -N with at least as many ranks");
   return o;
 }
 

@@ -389,7 +389,7 @@ void openDevices() {
         transport::EndpointOptions options;
         options.provider = provider;
         options.requiredNic = domain;
-        options.hmem = openWithHmem(provider);  // GPU memory where wanted (ptrSupport)
+        options.hmem = openWithHmem(provider);   // GPU memory where wanted (ptrSupport)
         options.forbidProviderCudaCalls = true;  // NCCL's proxy thread must make no CUDA calls
         devices->push_back(std::make_unique<NetDevice>(static_cast<int>(devices->size()),
                                                        transport::openFabricEndpoint(options)));

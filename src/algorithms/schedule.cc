@@ -331,7 +331,7 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
                                  op.transfer);
   }
   if (st == transport::PostStatus::Retry) return false;
-  if (st == transport::PostStatus::Completed) {  // injected: done already
+  if (st == transport::PostStatus::Completed) {                // injected: done already
     if (op.staged && op.kind == OpKind::Send) --postedSends_;  // counted when staging began
     complete(id);
     return true;

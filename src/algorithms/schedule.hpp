@@ -241,12 +241,12 @@ class Schedule final : public transport::TransferOwner {
   void runLocal(Op& op);
   bool post(OpId id);
   // ---- the device path (schedule_device.cc) ----
-  void markStaged(OpId id);            // at build time: decides whether a transfer is staged
-  void runOnDevice(OpId id);           // enqueues a local operation, tracked by a fence
-  bool startStagedSend(OpId id);       // enqueues a staged send's copy into host staging
-  bool postStagedRecv(OpId id);        // posts a staged receive into host staging
-  void finishStagedRecv(OpId id);      // enqueues a staged receive's copy out of staging
-  bool pollDevice();                   // moves on the operations whose fences have finished
+  void markStaged(OpId id);        // at build time: decides whether a transfer is staged
+  void runOnDevice(OpId id);       // enqueues a local operation, tracked by a fence
+  bool startStagedSend(OpId id);   // enqueues a staged send's copy into host staging
+  bool postStagedRecv(OpId id);    // posts a staged receive into host staging
+  void finishStagedRecv(OpId id);  // enqueues a staged receive's copy out of staging
+  bool pollDevice();               // moves on the operations whose fences have finished
   bool postTransfer(OpId id, const void* buf, void* rbuf);
   void releaseDeviceMemory() noexcept;  // gives scratch and staging back (destructor)
   std::string waitingOn() const;

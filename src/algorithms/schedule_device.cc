@@ -65,8 +65,8 @@ bool Schedule::postStagedRecv(OpId id) {
   try {
     if (!op.stage) op.stage = ctx_.staging->acquire(op.size);
   } catch (const Error& e) {
-    fail(e.code(), describe() + ": staging a receive from peer " + std::to_string(op.peer) +
-                       ": " + e.what());
+    fail(e.code(),
+         describe() + ": staging a receive from peer " + std::to_string(op.peer) + ": " + e.what());
     return false;
   }
   if (!postTransfer(id, nullptr, op.stage.data())) return false;

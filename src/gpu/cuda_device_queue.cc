@@ -2,9 +2,8 @@
 #include "gpu/cuda_device_queue.hpp"
 
 #include <algorithm>
-#include <string>
-
 #include <sharc/cuda.hpp>
+#include <string>
 
 #include "core/log.hpp"
 #include "gpu/cuda_check.hpp"
@@ -62,8 +61,8 @@ QueueMemory CudaDeviceQueue::allocateDevice(size_t bytes) {
   return QueueMemory(p, rounded, std::move(owner));
 }
 
-void CudaDeviceQueue::reduce(void* dst, const void* a, const void* b, size_t count,
-                             DataType type, RedOp op) {
+void CudaDeviceQueue::reduce(void* dst, const void* a, const void* b, size_t count, DataType type,
+                             RedOp op) {
   DeviceGuard guard(device_);
   const void* inputs[2] = {a, b};
   // Avg sums here; divide() finishes it, as on the host path.
@@ -123,8 +122,8 @@ void CudaDeviceQueue::wait(Ticket ticket, std::chrono::milliseconds timeout) {
   const auto it = std::find_if(pending_.begin(), pending_.end(),
                                [&](const auto& p) { return p.first >= ticket; });
   if (it == pending_.end())
-    throw Error(Result::InvalidUsage, "CUDA device queue: wait for fence " + std::to_string(ticket) +
-                                          " that was never issued (last " +
+    throw Error(Result::InvalidUsage, "CUDA device queue: wait for fence " +
+                                          std::to_string(ticket) + " that was never issued (last " +
                                           std::to_string(issued_) + ")");
   constexpr long kLongest = 1L << 40;  // ~35 years: keeps the deadline arithmetic in range
   const long ms =

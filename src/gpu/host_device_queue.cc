@@ -108,16 +108,21 @@ void HostDeviceQueue::copy(void* dst, const void* src, size_t bytes) {
   enqueue({.kind = ItemKind::Copy, .dst = dst, .src = src, .size = bytes});
 }
 
-void HostDeviceQueue::reduce(void* dst, const void* a, const void* b, size_t count,
-                             DataType type, RedOp op) {
+void HostDeviceQueue::reduce(void* dst, const void* a, const void* b, size_t count, DataType type,
+                             RedOp op) {
   if (!isValid(type) || !isValid(op))
     throw Error(Result::InvalidArgument, "host device queue: reduce of an invalid type or op");
   if (count == 0) return;
   if (dst == nullptr || a == nullptr || b == nullptr)
     throw Error(Result::InvalidArgument, "host device queue: null pointer in a reduce of " +
                                              std::to_string(count) + " elements");
-  enqueue({.kind = ItemKind::Reduce, .dst = dst, .src = a, .src2 = b, .size = count,
-           .type = type, .op = op});
+  enqueue({.kind = ItemKind::Reduce,
+           .dst = dst,
+           .src = a,
+           .src2 = b,
+           .size = count,
+           .type = type,
+           .op = op});
 }
 
 void HostDeviceQueue::divide(void* data, size_t count, DataType type, uint64_t divisor) {
@@ -126,8 +131,7 @@ void HostDeviceQueue::divide(void* data, size_t count, DataType type, uint64_t d
   if (count == 0 || divisor <= 1) return;
   if (data == nullptr)
     throw Error(Result::InvalidArgument, "host device queue: null pointer in a divide");
-  enqueue({.kind = ItemKind::Divide, .dst = data, .size = count, .type = type,
-           .divisor = divisor});
+  enqueue({.kind = ItemKind::Divide, .dst = data, .size = count, .type = type, .divisor = divisor});
 }
 
 DeviceQueue::Ticket HostDeviceQueue::fence() {
@@ -192,7 +196,9 @@ void HostDeviceQueue::run() {
       case ItemKind::Reduce:
         core::reduce(item.dst, item.src, item.src2, item.size, item.type, item.op);
         break;
-      case ItemKind::Divide: core::finishAverage(item.dst, item.size, item.type, item.divisor); break;
+      case ItemKind::Divide:
+        core::finishAverage(item.dst, item.size, item.type, item.divisor);
+        break;
       case ItemKind::Fence: break;
     }
     opsRun_.fetch_add(1, std::memory_order_relaxed);

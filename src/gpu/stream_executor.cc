@@ -24,7 +24,9 @@ std::string where(const Communicator& comm, const StreamCall& call) {
 
 StreamExecutor::StreamExecutor(std::shared_ptr<Communicator> comm,
                                std::chrono::milliseconds timeout, DevicePathFn devicePath)
-    : comm_(std::move(comm)), timeout_(timeout), devicePath_(std::move(devicePath)),
+    : comm_(std::move(comm)),
+      timeout_(timeout),
+      devicePath_(std::move(devicePath)),
       gate_(timeout) {
   worker_ = std::thread([this] { work(); });
 }
@@ -187,8 +189,8 @@ void StreamExecutor::execute(Pending& p) {
   for (const CallDescriptor& d : all) ipc = ipc && d.ipcReady && d.hostId == mine.hostId;
   const bool onDevice = memoryKind(call.recv) == MemoryKind::Device &&
                         (!readsSend || memoryKind(call.send) == MemoryKind::Device);
-  const bool direct = !ipc && devicePath_ && onDevice &&
-                      core::Config::get().devicePath == core::DevicePath::Direct;
+  const bool direct =
+      !ipc && devicePath_ && onDevice && core::Config::get().devicePath == core::DevicePath::Direct;
   SHARC_TRACE(where(*comm_, call) << ": " << call.count << " " << dataTypeName(call.type) << " via "
                                   << (ipc      ? "cuda ipc"
                                       : direct ? "the device path"

@@ -56,9 +56,9 @@ class CommState final : public transport::TransferOwner {
   const algo::AlgorithmOverride algos;
   /// Collective calls issued so far: the last sequence number (tags carry its low 12 bits).
   uint64_t calls = 0;
-  uint64_t p2pGroups = 0;         ///< point-to-point groups issued so far
-  int parentId = -1;              ///< the communicator this one was split from (-1: the world)
-  const char* path = "host";      ///< "stream": the executor of stream-ordered calls
+  uint64_t p2pGroups = 0;     ///< point-to-point groups issued so far
+  int parentId = -1;          ///< the communicator this one was split from (-1: the world)
+  const char* path = "host";  ///< "stream": the executor of stream-ordered calls
   /// The device path's links, per communicator rank: non-zero where the endpoint carries
   /// device memory to that rank (FI_HMEM), zero where messages are staged; filled by the
   /// first call on the device path (deviceLinks() in communicator_impl_device.cc).

@@ -270,11 +270,10 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
     plan = c.learner.next(planKey, shapeOf(kind, count, type), tunerParams(), plan, c.recorder,
                           explore);
   // The single-copy algorithms read peers' memory with the CPU: never on the device path.
-  const algo::Algorithm algorithm =
-      dev && (plan.algorithm == algo::Algorithm::DirectRead ||
-              plan.algorithm == algo::Algorithm::DirectWrite)
-          ? algo::Algorithm::Ring
-          : plan.algorithm;
+  const algo::Algorithm algorithm = dev && (plan.algorithm == algo::Algorithm::DirectRead ||
+                                            plan.algorithm == algo::Algorithm::DirectWrite)
+                                        ? algo::Algorithm::Ring
+                                        : plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE), but
   // not the exploration's.
@@ -317,7 +316,7 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   e.algorithm = algo::algorithmName(algorithm);
   e.chunkBytes = plan.chunkBytes;
   e.internal = c.internalCall;
-  e.path = !dev                                                   ? c.path
+  e.path = !dev                                                ? c.path
            : schedule->context().directLinks == &c.stagedLinks ? "device-staged"
                                                                : c.devicePath;
   e.state = TraceState::Started;

@@ -24,7 +24,8 @@ std::string rankList(const std::vector<uint8_t>& flags, bool want, int self) {
     }
     int end = r;
     while (end + 1 < n && end + 1 != self && (flags[end + 1] != 0) == want) ++end;
-    out += (out.empty() ? "" : ",") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "");
+    out +=
+        (out.empty() ? "" : ",") + std::to_string(r) + (end > r ? "-" + std::to_string(end) : "");
     r = end + 1;
   }
   return out;
@@ -69,12 +70,13 @@ void CommunicatorImpl::useDevice(algo::ScheduleContext& ctx, DeviceResources& de
     c.devicePath = staged == 0 ? "device-direct" : direct == 0 ? "device-staged" : "device-mixed";
     std::ostringstream os;
     os << "device path (" << dev.queue().name() << " queue): ";
-    if (direct > 0) os << "direct to ranks " << rankList(c.directLinks, true, c.rank) << " over "
-                       << ep.providerName() << " (FI_HMEM)";
+    if (direct > 0)
+      os << "direct to ranks " << rankList(c.directLinks, true, c.rank) << " over "
+         << ep.providerName() << " (FI_HMEM)";
     if (direct > 0 && staged > 0) os << "; ";
     if (staged > 0)
-      os << "staged through host memory to ranks " << rankList(c.directLinks, false, c.rank)
-         << " (" << stagedWhy << ")";
+      os << "staged through host memory to ranks " << rankList(c.directLinks, false, c.rank) << " ("
+         << stagedWhy << ")";
     c.deviceLinksNote = os.str();
     SHARC_INFO("rank " << c.rank << ": " << c.deviceLinksNote);
   }
@@ -115,8 +117,9 @@ void CommunicatorImpl::registerScratch(const algo::Schedule& schedule, DeviceRes
 std::string CommunicatorImpl::dataPath() const {
   if (core::Config::get().devicePath != core::DevicePath::Host || state_->size == 1) return "host";
   std::lock_guard<std::mutex> lock(state_->engine->mu);
-  return state_->deviceLinksNote.empty() ? "device path (host queue): links decided at the first call"
-                                         : state_->deviceLinksNote;
+  return state_->deviceLinksNote.empty()
+             ? "device path (host queue): links decided at the first call"
+             : state_->deviceLinksNote;
 }
 
 }  // namespace sharc::detail

@@ -61,8 +61,8 @@ void CommunicatorImpl::startStream(CollectiveKind kind, const void* send, void* 
     own->impl().state().path = "stream";  // its flight records say they are stream calls
     CommunicatorImpl* worker = &own->impl();
     auto devicePath = [worker](const gpu::StreamCall& s) {
-      Request r = worker->startOnDevice(s.kind, s.send, s.recv, s.count, s.type, s.op, s.root,
-                                        s.device);
+      Request r =
+          worker->startOnDevice(s.kind, s.send, s.recv, s.count, s.type, s.op, s.root, s.device);
       waitRequest(*r.state_, worker->state().timeout.load());
     };
     streamExecutor_ = std::make_unique<gpu::StreamExecutor>(std::move(own), state_->timeout.load(),

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
-
 #include <sharc/cuda.hpp>
 
 #include "core/config.hpp"
@@ -260,9 +259,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   // The device path's links carry device memory where the provider has FI_HMEM: asked for
   // where that path can run between hosts (CUDA IPC carries device memory within one), and
   // under SHARC_DEVICE_PATH=host, whose "device" memory is host memory.
-  epOptions.hmem = config.devicePath == core::DevicePath::Host ||
-                   (config.devicePath == core::DevicePath::Direct && !survey.allLocal &&
-                    cudaAvailable());
+  epOptions.hmem =
+      config.devicePath == core::DevicePath::Host ||
+      (config.devicePath == core::DevicePath::Direct && !survey.allLocal && cudaAvailable());
   // Several NICs (SHARC_NICS, else the placement's) get one endpoint each; one host needs none.
   std::vector<std::string> railNics = !config.nics.empty() ? config.nics : place.railNames;
   if (survey.allLocal) railNics.clear();

@@ -54,8 +54,7 @@ std::string DeviceRegistrations::ensure(const void* p) {
   uint64_t key = 0;
   if (!endpoint_.registerMemory(m, key))
     return "registering " + std::to_string(a.bytes) + " bytes of " + queue_.name() +
-           " device memory with " + endpoint_.providerName() + " failed: " +
-           endpoint_.lastError();
+           " device memory with " + endpoint_.providerName() + " failed: " + endpoint_.lastError();
   lru_.push_front(base);
   byBase_.emplace(base, Entry{a.bytes, a.id, lru_.begin()});
   ++stats_.registered;

@@ -12,8 +12,7 @@ constexpr size_t kFreeStaging = 64;
 DeviceResources::DeviceResources(std::unique_ptr<core::DeviceQueue> queue,
                                  transport::Endpoint& endpoint)
     : scratch([q = queue.get()](size_t bytes) { return q->allocateDevice(bytes); }),
-      staging([q = queue.get()](size_t bytes) { return q->allocateStaging(bytes); },
-              kFreeStaging),
+      staging([q = queue.get()](size_t bytes) { return q->allocateStaging(bytes); }, kFreeStaging),
       queue_(std::move(queue)),
       registrations_(std::make_unique<DeviceRegistrations>(endpoint, *queue_)) {}
 

@@ -6,11 +6,10 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "gpu/host_device_queue.hpp"
 #include "runtime/comm_state.hpp"
 #include "runtime/engine_watch.hpp"
 #include "runtime/request_state.hpp"
-
-#include "gpu/host_device_queue.hpp"
 #if SHARC_HAVE_CUDA
 #include "gpu/cuda_device_queue.hpp"
 #endif
@@ -48,8 +47,7 @@ DeviceResources& Engine::deviceResources(int cudaDevice) {
 #if SHARC_HAVE_CUDA
     queue = std::make_unique<gpu::CudaDeviceQueue>(cudaDevice);
 #else
-    throw Error(Result::InvalidUsage, "device memory on CUDA device " +
-                                          std::to_string(cudaDevice) +
+    throw Error(Result::InvalidUsage, "device memory on CUDA device " + std::to_string(cudaDevice) +
                                           " in a sharc built without CUDA (SHARC_WITH_CUDA=OFF)");
 #endif
   }

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <bitset>
-#include <map>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>

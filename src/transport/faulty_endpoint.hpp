@@ -41,9 +41,7 @@ class FaultyEndpoint final : public Endpoint, private TransferOwner {
   }
   void releaseRegion(const void* buf, size_t len) override { inner_->releaseRegion(buf, len); }
   bool supportsHmem(std::string& why) const override { return inner_->supportsHmem(why); }
-  bool hmemTo(uint32_t peer, std::string& why) const override {
-    return inner_->hmemTo(peer, why);
-  }
+  bool hmemTo(uint32_t peer, std::string& why) const override { return inner_->hmemTo(peer, why); }
   bool supportsDmabuf() const override { return inner_->supportsDmabuf(); }
   bool supportsRead() const override { return inner_->supportsRead(); }
   bool registerMemory(const MemoryRegistration& m, uint64_t& key) override;

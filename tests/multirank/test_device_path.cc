@@ -107,19 +107,38 @@ INSTANTIATE_TEST_SUITE_P(
         // libfabric shm registers the host queue's memory (FI_HMEM): every link direct.
         Layout{"r2_n1_shm_direct", {0, 0}, "shm", false, false, "", "device-direct"},
         // tcp has no FI_HMEM: every message staged through host memory.
-        Layout{"r3_n1_tcp_staged_ring", {0, 0, 0}, "tcp;ofi_rxm", false, false, "ring",
+        Layout{"r3_n1_tcp_staged_ring",
+               {0, 0, 0},
+               "tcp;ofi_rxm",
+               false,
+               false,
+               "ring",
                "device-staged"},
         // sharc's shared memory within a node (staged), libfabric shm across (direct).
-        Layout{"r4_n2_mixed_hier", {0, 0, 1, 1}, "shm", true, false, "hierarchical",
-               "device-mixed"},
-        Layout{"r5_n3_tcp_2rails_bruck", {0, 0, 1, 1, 2}, "tcp;ofi_rxm", false, true, "bruck",
+        Layout{
+            "r4_n2_mixed_hier", {0, 0, 1, 1}, "shm", true, false, "hierarchical", "device-mixed"},
+        Layout{"r5_n3_tcp_2rails_bruck",
+               {0, 0, 1, 1, 2},
+               "tcp;ofi_rxm",
+               false,
+               true,
+               "bruck",
                "device-staged"},
-        Layout{"r7_n3_mixed_uneven", {0, 0, 0, 1, 1, 2, 2}, "shm", true, false, "",
-               "device-mixed"},
-        Layout{"r8_n2_tcp_2rails_hier", {0, 0, 0, 0, 1, 1, 1, 1}, "tcp;ofi_rxm", true, true,
-               "hierarchical", "device-staged"},
-        Layout{"r8_n1_shm_recursive_doubling", {0, 0, 0, 0, 0, 0, 0, 0}, "shm", false, false,
-               "recursive_doubling", "device-direct"}),
+        Layout{"r7_n3_mixed_uneven", {0, 0, 0, 1, 1, 2, 2}, "shm", true, false, "", "device-mixed"},
+        Layout{"r8_n2_tcp_2rails_hier",
+               {0, 0, 0, 0, 1, 1, 1, 1},
+               "tcp;ofi_rxm",
+               true,
+               true,
+               "hierarchical",
+               "device-staged"},
+        Layout{"r8_n1_shm_recursive_doubling",
+               {0, 0, 0, 0, 0, 0, 0, 0},
+               "shm",
+               false,
+               false,
+               "recursive_doubling",
+               "device-direct"}),
     [](const auto& info) { return info.param.name; });
 
 // Heap bytes in use (small blocks and mmapped ones): the host queue's device scratch and
@@ -160,8 +179,8 @@ TEST(DevicePathCycle, AbortWhileQueuedFailsEveryRankAndLeavesNothing) {
           std::vector<float> buf(size_t{8} << 20, 1.0f);  // 32 MiB: many queued reductions
           comm->allReduce(buf.data(), buf.data(), 1024, DataType::Float32, RedOp::Sum);
           if (ctx.rank == 0) {
-            Request pending = comm->iallReduce(buf.data(), buf.data(), buf.size(),
-                                               DataType::Float32, RedOp::Sum);
+            Request pending =
+                comm->iallReduce(buf.data(), buf.data(), buf.size(), DataType::Float32, RedOp::Sum);
             std::thread aborter([&] {
               std::this_thread::sleep_for(std::chrono::milliseconds(30));
               comm->abort("device path abort test");
@@ -169,9 +188,9 @@ TEST(DevicePathCycle, AbortWhileQueuedFailsEveryRankAndLeavesNothing) {
             EXPECT_THROW(pending.wait(std::chrono::seconds(30)), Error);
             aborter.join();
           } else {
-            EXPECT_THROW(comm->allReduce(buf.data(), buf.data(), buf.size(), DataType::Float32,
-                                         RedOp::Sum),
-                         Error);
+            EXPECT_THROW(
+                comm->allReduce(buf.data(), buf.data(), buf.size(), DataType::Float32, RedOp::Sum),
+                Error);
           }
           EXPECT_NE(comm->failure(), Result::Success);
           comm->destroy();
