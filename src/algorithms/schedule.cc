@@ -167,13 +167,13 @@ Schedule::Progress Schedule::progress() const {
   }
   if (state_ != State::Running) return p;
   for (const Op& op : ops_)
-    if (op.state == OpState::Posted && op.kind == OpKind::Recv) {
+    if (op.atEndpoint && op.kind == OpKind::Recv) {
       p.waitingFor = "recv";
       p.peer = op.peer;
       return p;
     }
   for (const Op& op : ops_)
-    if (op.state == OpState::Posted) {
+    if (op.atEndpoint && op.kind == OpKind::Send) {
       p.waitingFor = "send";
       p.peer = op.peer;
       return p;
@@ -343,6 +343,7 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
     return false;
   }
   op.state = OpState::Posted;
+  op.atEndpoint = true;
   ++posted_;
   if (op.kind == OpKind::Recv)
     ++postedRecvs_;
@@ -418,13 +419,15 @@ Schedule::State Schedule::advance() {
 
 std::string Schedule::waitingOn() const {
   for (const Op& op : ops_) {
-    if (op.state == OpState::Posted && op.kind == OpKind::Recv)
+    if (op.atEndpoint && op.kind == OpKind::Recv)
       return "waiting for a message from peer " + std::to_string(op.peer);
   }
   for (const Op& op : ops_) {
-    if (op.state == OpState::Posted)
+    if (op.atEndpoint && op.kind == OpKind::Send)
       return "waiting for a send to peer " + std::to_string(op.peer) + " to complete";
   }
+  if (!deviceWaits_.empty())
+    return "waiting for the " + std::string(ctx_.device->name()) + " device queue";
   return "with no message in flight";
 }
 
@@ -435,11 +438,12 @@ void Schedule::fail(Result code, const std::string& message) {
   errorCode_ = code;
   errorMessage_ = message;
   for (Op& op : ops_)
-    if (op.state == OpState::Posted) ctx_.endpoint->cancel(op.transfer);
+    if (op.atEndpoint) ctx_.endpoint->cancel(op.transfer);
 }
 
 void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag) {
   Op& op = ops_[t.index];
+  op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
     --postedSends_;
@@ -479,6 +483,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
 
 void Schedule::onTransferError(transport::Transfer& t, Result code, const std::string& message) {
   Op& op = ops_[t.index];
+  op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
     --postedSends_;

@@ -228,7 +228,8 @@ class Schedule final : public transport::TransferOwner {
     // `stage` (host staging): a send copies in first, a receive copies out after.
     bool hostBuffer = false;  // its buffer is hostScratch(): never staged
     bool staged = false;
-    bool stagedIn = false;  // a staged send whose copy into `stage` has finished
+    bool stagedIn = false;    // a staged send whose copy into `stage` has finished
+    bool atEndpoint = false;  // posted to the endpoint and not completed (what fail() cancels)
     core::QueueMemory stage{};
   };
   // A device operation in flight: `op` moves on once `ticket` has finished.
