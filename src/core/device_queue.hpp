@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <sharc/error.hpp>
 #include <sharc/types.hpp>
+#include <string>
 #include <utility>
 
 namespace sharc::core {
@@ -57,6 +59,16 @@ class QueueMemory {
   size_t bytes_ = 0;
   std::unique_ptr<Owner> owner_;
 };
+
+/// `bytes` (at least 1) rounded up to a multiple of `align`, the size a queue allocates;
+/// throws sharc::Error(InvalidArgument) naming `what` when that overflows.
+inline size_t queueAllocationSize(size_t bytes, size_t align, const char* what) {
+  const size_t rounded = ((bytes == 0 ? 1 : bytes) + align - 1) / align * align;
+  if (rounded < bytes)
+    throw Error(Result::InvalidArgument,
+                std::string(what) + " of " + std::to_string(bytes) + " bytes overflows");
+  return rounded;
+}
 
 /// Asynchronous device operations, run one after another in the order enqueued (each starts
 /// once the previous one has finished, like operations on one CUDA stream), and fences that

@@ -38,11 +38,7 @@ CudaDeviceQueue::~CudaDeviceQueue() {
 }
 
 QueueMemory CudaDeviceQueue::allocateStaging(size_t bytes) {
-  constexpr size_t kPage = 4096;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-  if (rounded < bytes)
-    throw Error(Result::InvalidArgument,
-                "pinned staging of " + std::to_string(bytes) + " bytes overflows");
+  const size_t rounded = core::queueAllocationSize(bytes, 4096, "pinned staging");
   DeviceGuard guard(device_);
   auto owner = std::make_unique<PinnedOwner>(PinnedBuffer(rounded));
   void* p = owner->buffer.get();
@@ -50,11 +46,7 @@ QueueMemory CudaDeviceQueue::allocateStaging(size_t bytes) {
 }
 
 QueueMemory CudaDeviceQueue::allocateDevice(size_t bytes) {
-  constexpr size_t kAlign = 256;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-  if (rounded < bytes)
-    throw Error(Result::InvalidArgument,
-                "device scratch of " + std::to_string(bytes) + " bytes overflows");
+  const size_t rounded = core::queueAllocationSize(bytes, 256, "device scratch");
   DeviceGuard guard(device_);
   auto owner = std::make_unique<DeviceOwner>(DeviceBuffer(rounded));
   void* p = owner->buffer.get();

@@ -33,10 +33,7 @@ struct DeviceOwner final : AlignedOwner {
 };
 
 void* allocatePages(size_t bytes, size_t& rounded, const char* what) {
-  rounded = (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage;
-  if (rounded < bytes)
-    throw Error(Result::InvalidArgument,
-                std::string(what) + " of " + std::to_string(bytes) + " bytes overflows");
+  rounded = core::queueAllocationSize(bytes, kPage, what);
   void* p = std::aligned_alloc(kPage, rounded);
   if (p == nullptr)
     throw Error(Result::SystemError,

@@ -15,6 +15,13 @@
 
 namespace sharc::detail {
 namespace {
+// The algorithm a call on the device path runs for `a`: the single-copy ones read and write
+// peers' memory with the CPU, so the ring stands in for them.
+algo::Algorithm onDevice(algo::Algorithm a) {
+  return a == algo::Algorithm::DirectRead || a == algo::Algorithm::DirectWrite
+             ? algo::Algorithm::Ring
+             : a;
+}
 
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -85,9 +92,8 @@ algo::Plan CommunicatorImpl::plan(CollectiveKind kind, size_t count, DataType ty
   CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
   // The device path (SHARC_DEVICE_PATH=host) runs the ring where the CPU would read peers.
   if (core::Config::get().devicePath == core::DevicePath::Host && state_->size > 1 &&
-      (s.plan.algorithm == algo::Algorithm::DirectRead ||
-       s.plan.algorithm == algo::Algorithm::DirectWrite)) {
-    s.plan.algorithm = algo::Algorithm::Ring;
+      onDevice(s.plan.algorithm) != s.plan.algorithm) {
+    s.plan.algorithm = onDevice(s.plan.algorithm);
     s.plan.predictedUs =
         algo::predictUs(shapeOf(kind, count, type), s.plan.algorithm, s.plan.chunkBytes,
                         tunerParams(), withBreakdown ? &s.plan.breakdown : nullptr);
@@ -270,10 +276,7 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
     plan = c.learner.next(planKey, shapeOf(kind, count, type), tunerParams(), plan, c.recorder,
                           explore);
   // The single-copy algorithms read peers' memory with the CPU: never on the device path.
-  const algo::Algorithm algorithm = dev && (plan.algorithm == algo::Algorithm::DirectRead ||
-                                            plan.algorithm == algo::Algorithm::DirectWrite)
-                                        ? algo::Algorithm::Ring
-                                        : plan.algorithm;
+  const algo::Algorithm algorithm = dev ? onDevice(plan.algorithm) : plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE), but
   // not the exploration's.
