@@ -164,6 +164,13 @@
 //                  (the slower stage per chunk, plus one chunk through both: the fill). Since
 //                  every staged byte crosses PCIe at least once each way, T >= K*p, and the
 //                  bus bandwidth stays below the PCIe rate.
+//   The engine's own tuner (tuner.cc, paramsFor) costs a call on device buffers
+//   (CallShape::device) with the formulas above at its device queue's rates: reduce.gbps and
+//   copy.gbps become the queue's (a CUDA queue: gpu.reduce_gbps and gpu.copy_gbps; the host
+//   queue: the host's own), the single-copy algorithms drop out (the ring runs instead), and
+//   a link that stages each message through host memory (the engine stages per message, not
+//   per call as above) carries at most the queue's host copy rate (gpu.pcie_gbps), with
+//   10 us more per message for its two copies' launches.
 #pragma once
 
 #include <algorithm>

@@ -23,6 +23,14 @@ constexpr double kCopyGbps = 8.0;
 constexpr double kReduceGbps = 10.0;
 constexpr double kStepUs = 1.0;
 
+// A CUDA queue's rates where SHARC_TUNER_FILE sets none: an H100 SXM5's HBM3 (datasheet: 3.35
+// TB/s); a copy reads and writes each byte (1/2), a reduction reads two and writes one (1/3),
+// as sharc-plan's cluster profiles assume.
+constexpr double kGpuHbmGbps = 3350.0;
+// What a staged message adds for its two queued copies (device -> host at the sender, host ->
+// device at the receiver) beyond their bytes: a copy's launch on a stream, ~5 us each.
+constexpr double kStagedCopiesUs = 10.0;
+
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
 
@@ -39,8 +47,9 @@ size_t wholeMessage(const CallShape& s) {
 // What the schedule builders (all_gather.cc, reduce_scatter.cc, all_reduce.cc) really run for
 // a forced algorithm: SHARC_ALGO=direct_write on a ReduceScatter runs the ring, a recursive
 // doubling on a group that is not a power of two runs Bruck, the single-copy forms need
-// cross-memory attach. The model costs that, not the name.
+// cross-memory attach and host buffers. The model costs that, not the name.
 Algorithm runsAs(const CallShape& s, Algorithm a) {
+  if (s.device) a = deviceAlgorithm(a);
   const bool pow2 = isPowerOfTwo(s.nranks);
   const bool single = s.locality == Locality::OneHostSingleCopy;
   switch (s.kind) {
@@ -85,19 +94,60 @@ TunerParams TunerParams::defaults() {
   p.fabricHalfDuplex = true;  // this machine's fabric is tcp
   p.dmaTransfers = false;     // tcp and shared memory copy on the ranks' cores
   p.postedSends = static_cast<int>(kMaxPostedSends);  // the engine's window
+  p.gpuCopyGbps = kGpuHbmGbps / 2;
+  p.gpuReduceGbps = kGpuHbmGbps / 3;
+  p.pcieGbps = model::kPcieGen5x16GBps;
   return p;
 }
 
+DeviceCall deviceCallRates(const TunerParams& p, bool hostQueue) {
+  DeviceCall d;
+  d.reduceGbps = hostQueue ? p.reduceGbps : p.gpuReduceGbps;
+  d.copyGbps = hostQueue ? p.copyGbps : p.gpuCopyGbps;
+  d.stagingGbps = hostQueue ? p.copyGbps : p.pcieGbps;
+  return d;
+}
+
+namespace {
+
+// A link whose messages stage through host memory: each crosses the device's copy to and
+// from the host as well (pipelined over the chunks, so the slower sets the rate).
+LinkParams staged(LinkParams link, const DeviceCall& d) {
+  link.gbps = std::min(link.gbps, d.stagingGbps);
+  link.alphaUs += kStagedCopiesUs;
+  return link;
+}
+
+// The parameters a call is costed with: on device buffers, the queue's copies and reductions,
+// and the staged links' copies (cost_model.hpp, Data paths). `storage` holds them.
+const TunerParams& paramsFor(const CallShape& shape, const TunerParams& p, TunerParams& storage) {
+  if (shape.device == nullptr) return p;
+  const DeviceCall& d = *shape.device;
+  storage = p;
+  storage.reduceGbps = d.reduceGbps;
+  storage.copyGbps = d.copyGbps;
+  storage.cmaGbps = 0;
+  if (d.stagedLocal) {
+    storage.local = staged(p.local, d);
+    storage.localCacheGbps = std::min(p.localCacheGbps, d.stagingGbps);
+  }
+  if (d.stagedFabric) storage.fabric = staged(p.fabric, d);
+  return storage;
+}
+
+}  // namespace
+
 std::string TunerParams::toText() const {
-  char buf[512];
+  char buf[640];
   std::snprintf(buf, sizeof buf,
                 "local.alpha_us = %.3f\nlocal.gbps = %.3f\nfabric.alpha_us = %.3f\n"
                 "fabric.gbps = %.3f\ncopy.gbps = %.3f\nreduce.gbps = %.3f\nstep_us = %.3f\n"
                 "cores = %d\nlocal.cache_gbps = %.3f\nswitch_us = %.3f\nfabric.half_duplex = %d\n"
-                "cma.gbps = %.3f\n",
+                "cma.gbps = %.3f\ngpu.copy_gbps = %.3f\ngpu.reduce_gbps = %.3f\n"
+                "gpu.pcie_gbps = %.3f\n",
                 local.alphaUs, local.gbps, fabric.alphaUs, fabric.gbps, copyGbps, reduceGbps,
                 stepUs, cores, localCacheGbps, switchUs, fabricHalfDuplex ? 1 : 0,
-                cmaGbps > 0 ? cmaGbps : copyGbps);
+                cmaGbps > 0 ? cmaGbps : copyGbps, gpuCopyGbps, gpuReduceGbps, pcieGbps);
   return buf;
 }
 
@@ -137,11 +187,14 @@ std::vector<Algorithm> candidates(const CallShape& s) {
     default: return {Algorithm::Dissemination};
   }
   if (hier) out.push_back(Algorithm::Hierarchical);
+  if (s.device) std::erase_if(out, [](Algorithm a) { return deviceAlgorithm(a) != a; });
   return out;
 }
 
-double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const TunerParams& p,
+double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const TunerParams& params,
                  std::string* breakdown) {
+  TunerParams storage;
+  const TunerParams& p = paramsFor(shape, params, storage);
   const model::Cost k = model::callCost(shape, a, chunkBytes, p);
   if (breakdown) {
     char buf[320];
@@ -161,6 +214,13 @@ double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const T
                       p.fabric.gbps * p.fabricRailShare);
         *breakdown += buf;
       }
+    }
+    if (shape.device) {
+      std::snprintf(buf, sizeof buf, "; device queue: reduce %.4g GB/s%s", p.reduceGbps,
+                    shape.device->stagedLocal || shape.device->stagedFabric
+                        ? ", staged links at most the queue's host copies"
+                        : "");
+      *breakdown += buf;
     }
   }
   return k.total();

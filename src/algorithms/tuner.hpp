@@ -88,6 +88,14 @@ struct TunerParams {
   /// fromConfig: the first NIC's rate over the summed one (SHARC_NICS); sharc-plan's
   /// clusters: 1 / fabricRails. Neither is a SHARC_TUNER_FILE key.
   double fabricRailShare = 1.0;
+  /// [gpu.reduce_gbps] a CUDA device queue's reduction kernel, bytes of one input per second
+  /// (calls on GPU buffers: DeviceCall).
+  double gpuReduceGbps = 1;
+  /// [gpu.copy_gbps] a CUDA device queue's device-to-device copy.
+  double gpuCopyGbps = 1;
+  /// [gpu.pcie_gbps] a CUDA queue's copy between the GPU and pinned host memory, one direction
+  /// (the staged links' copies).
+  double pcieGbps = 1;
 
   /// The defaults measured on the project's 2-core machine.
   static TunerParams defaults();
@@ -108,6 +116,26 @@ inline double railScale(const TunerParams& p, double bytes) {
   return 1.0 / std::min(1.0, static_cast<double>(pieces) * std::max(p.fabricRailShare, 1e-9));
 }
 
+/// A call on device buffers (the device path, docs/gpu.md): the rates of its device queue and
+/// whether its links stage each message through host memory (cost_model.hpp, Data paths).
+struct DeviceCall {
+  double reduceGbps = 1;      ///< the queue's reduction, bytes of one input per second
+  double copyGbps = 1;        ///< the queue's device-to-device copy
+  double stagingGbps = 1;     ///< the queue's copy between device and host memory
+  bool stagedLocal = false;   ///< some link to a rank of the same node stages
+  bool stagedFabric = false;  ///< some link to a rank of another node stages
+};
+
+/// The rates of a device queue: the host's (copyGbps, reduceGbps) for the host queue, which
+/// runs the device operations on a CPU thread; the gpu.* parameters for a CUDA queue.
+DeviceCall deviceCallRates(const TunerParams& p, bool hostQueue);
+
+/// What the engine runs for `a` on device buffers: the single-copy algorithms read and write
+/// peers' memory with the CPU, so the ring stands in for them.
+inline Algorithm deviceAlgorithm(Algorithm a) {
+  return a == Algorithm::DirectRead || a == Algorithm::DirectWrite ? Algorithm::Ring : a;
+}
+
 /// Everything about a call the cost model looks at. Every rank derives the same shape.
 struct CallShape {
   CollectiveKind kind = CollectiveKind::AllGather;
@@ -119,6 +147,7 @@ struct CallShape {
   size_t chunkBytes = 1u << 20;         ///< SHARC_CHUNK_BYTES (or its default)
   bool chunkBytesSet = false;           ///< SHARC_CHUNK_BYTES was set: keep it
   AlgorithmOverride override;           ///< SHARC_ALGO
+  const DeviceCall* device = nullptr;   ///< buffers on a device queue; nullptr: host buffers
 };
 
 /// The tuner's answer for one call.

@@ -92,6 +92,12 @@ TunerParams TunerParams::fromConfig(const core::Config& config) {
       p.fabricHalfDuplex = value != 0;
     else if (key == "cma.gbps")
       p.cmaGbps = value;
+    else if (key == "gpu.copy_gbps")
+      p.gpuCopyGbps = value;
+    else if (key == "gpu.reduce_gbps")
+      p.gpuReduceGbps = value;
+    else if (key == "gpu.pcie_gbps")
+      p.pcieGbps = value;
   }
   return p;
 }

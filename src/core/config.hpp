@@ -140,7 +140,7 @@ struct Config {
 inline constexpr const char* kTunerKeys[] = {
     "local.alpha_us",     "local.gbps", "fabric.alpha_us", "fabric.gbps",      "copy.gbps",
     "reduce.gbps",        "step_us",    "cores",           "local.cache_gbps", "switch_us",
-    "fabric.half_duplex", "cma.gbps"};
+    "fabric.half_duplex", "cma.gbps",   "gpu.copy_gbps",   "gpu.reduce_gbps",  "gpu.pcie_gbps"};
 
 /// The `choice.` lines of a SHARC_TUNER_FILE (parseTunerText skips them); throws
 /// sharc::Error(InvalidArgument) naming SHARC_TUNER_FILE, `path`, the line and the form.

@@ -70,6 +70,8 @@ class CommState final : public transport::TransferOwner {
   const char* devicePath = "device-staged";
   /// Which links are direct and which staged, and why ("" until the first device call).
   std::string deviceLinksNote;
+  /// What the tuner costs a call on the device path with: the queue's rates, staged links.
+  algo::DeviceCall deviceCall;
   const char* internalCall = "";  ///< set around calls sharc makes itself (split, destroy)
   FlightRecorder recorder;
   /// Communicators split from this one: abort reaches them too.

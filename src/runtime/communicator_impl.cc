@@ -15,12 +15,10 @@
 
 namespace sharc::detail {
 namespace {
-// The algorithm a call on the device path runs for `a`: the single-copy ones read and write
-// peers' memory with the CPU, so the ring stands in for them.
-algo::Algorithm onDevice(algo::Algorithm a) {
-  return a == algo::Algorithm::DirectRead || a == algo::Algorithm::DirectWrite
-             ? algo::Algorithm::Ring
-             : a;
+// The key of a call's plans: collective, bytes per rank, and whether it is on the device path
+// (costed at the device queue's rates).
+uint64_t planKeyOf(CollectiveKind kind, size_t bytes, bool device) {
+  return uint64_t{static_cast<uint8_t>(kind)} << 56 | uint64_t{device} << 55 | bytes;
 }
 
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
@@ -33,13 +31,12 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
               "rank " + std::to_string(rank) + ": " + core::collectiveName(kind) + ": " + what);
 }
 
-// The tuner's parameters: built-in defaults overlaid with SHARC_TUNER_FILE, read once.
+}  // namespace
+
 const algo::TunerParams& tunerParams() {
   static const algo::TunerParams params = algo::TunerParams::fromConfig(core::Config::get());
   return params;
 }
-
-}  // namespace
 
 std::shared_ptr<Communicator> CommunicatorImpl::wrap(std::shared_ptr<CommState> state) {
   return std::shared_ptr<Communicator>(
@@ -50,7 +47,8 @@ std::string CommunicatorImpl::provider() const {
   return state_->engine->endpoint().providerName();
 }
 
-algo::CallShape CommunicatorImpl::shapeOf(CollectiveKind kind, size_t count, DataType type) const {
+algo::CallShape CommunicatorImpl::shapeOf(CollectiveKind kind, size_t count, DataType type,
+                                          bool device) const {
   const CommState& c = *state_;
   const core::Config& config = core::Config::get();
   algo::CallShape shape;
@@ -63,12 +61,13 @@ algo::CallShape CommunicatorImpl::shapeOf(CollectiveKind kind, size_t count, Dat
   shape.chunkBytes = config.chunkBytes;
   shape.chunkBytesSet = config.chunkBytesSet;
   shape.override = c.algos;
+  shape.device = device ? &c.deviceCall : nullptr;
   return shape;
 }
 
 CommState::StaticPlan CommunicatorImpl::staticPlan(CollectiveKind kind, size_t count, DataType type,
-                                                   bool withBreakdown) const {
-  const algo::CallShape shape = shapeOf(kind, count, type);
+                                                   bool withBreakdown, bool device) const {
+  const algo::CallShape shape = shapeOf(kind, count, type, device);
   const algo::AlgorithmOverride& o = state_->algos;
   const bool forced = (kind == CollectiveKind::AllGather && o.allGather) ||
                       (kind == CollectiveKind::ReduceScatter && o.reduceScatter) ||
@@ -76,10 +75,10 @@ CommState::StaticPlan CommunicatorImpl::staticPlan(CollectiveKind kind, size_t c
   CommState::StaticPlan out{algo::plan(shape, tunerParams(), withBreakdown), forced};
   LearnedPlan chosen;
   if (!forced && state_->size > 1 && fileChoice(shape, state_->nodes.nodes(), chosen)) {
-    out.plan.algorithm = chosen.algorithm;
+    out.plan.algorithm = device ? algo::deviceAlgorithm(chosen.algorithm) : chosen.algorithm;
     out.plan.chunkBytes = chosen.chunkBytes;
     out.plan.predictedUs =
-        algo::predictUs(shape, chosen.algorithm, chosen.chunkBytes, tunerParams(),
+        algo::predictUs(shape, out.plan.algorithm, chosen.chunkBytes, tunerParams(),
                         withBreakdown ? &out.plan.breakdown : nullptr);
     if (withBreakdown) out.plan.breakdown += " [SHARC_TUNER_FILE choice]";
     out.fixed = true;
@@ -89,25 +88,24 @@ CommState::StaticPlan CommunicatorImpl::staticPlan(CollectiveKind kind, size_t c
 
 algo::Plan CommunicatorImpl::plan(CollectiveKind kind, size_t count, DataType type,
                                   bool withBreakdown) const {
-  CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown);
-  // The device path (SHARC_DEVICE_PATH=host) runs the ring where the CPU would read peers.
-  if (core::Config::get().devicePath == core::DevicePath::Host && state_->size > 1 &&
-      onDevice(s.plan.algorithm) != s.plan.algorithm) {
-    s.plan.algorithm = onDevice(s.plan.algorithm);
-    s.plan.predictedUs =
-        algo::predictUs(shapeOf(kind, count, type), s.plan.algorithm, s.plan.chunkBytes,
-                        tunerParams(), withBreakdown ? &s.plan.breakdown : nullptr);
+  // The device path (SHARC_DEVICE_PATH=host) plans on the host queue's rates and links.
+  const bool device = core::Config::get().devicePath == core::DevicePath::Host && state_->size > 1;
+  if (device) {
+    std::lock_guard<std::mutex> lock(state_->engine->mu);
+    decideDeviceLinks(state_->engine->deviceResources(-1));
   }
+  CommState::StaticPlan s = staticPlan(kind, count, type, withBreakdown, device);
   if (s.fixed) return s.plan;
   LearnedPlan learned;
   std::string note;
   {
     std::lock_guard<std::mutex> lock(state_->engine->mu);
-    const uint64_t key = uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * dataTypeSize(type));
-    if (!state_->learner.settled(key, learned, &note)) return s.plan;
+    if (!state_->learner.settled(planKeyOf(kind, count * dataTypeSize(type), device), learned,
+                                 &note))
+      return s.plan;
   }
   algo::Plan p = s.plan;
-  const algo::CallShape shape = shapeOf(kind, count, type);
+  const algo::CallShape shape = shapeOf(kind, count, type, device);
   p.algorithm = learned.algorithm;
   p.chunkBytes = learned.chunkBytes;
   p.predictedUs = algo::predictUs(shape, p.algorithm, p.chunkBytes, tunerParams(),
@@ -241,7 +239,7 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   CommState& c = *state_;
   const size_t elem = dataTypeSize(type);
   // Training loops repeat the same few shapes: plans are kept per (collective, bytes).
-  const uint64_t planKey = uint64_t{static_cast<uint8_t>(kind)} << 56 | (count * elem);
+  const uint64_t planKey = planKeyOf(kind, count * elem, device != kNoDevice);
   // The learning tuner's shapes: the collectives the user calls (not sharc's own calls).
   const bool learnable =
       *c.internalCall == '\0' && c.size > 1 && count > 0 &&
@@ -268,15 +266,15 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   auto cached = c.plans.find(planKey);
   if (cached == c.plans.end()) {
     if (c.plans.size() >= 256) c.plans.clear();
-    cached = c.plans.emplace(planKey, staticPlan(kind, count, type, false)).first;
+    cached = c.plans.emplace(planKey, staticPlan(kind, count, type, false, dev != nullptr)).first;
   }
   LearnedPlan plan{cached->second.plan.algorithm, cached->second.plan.chunkBytes};
   bool explore = false;  // a call of the learning tuner's exploration: timed
   if (learnable && !cached->second.fixed)
-    plan = c.learner.next(planKey, shapeOf(kind, count, type), tunerParams(), plan, c.recorder,
-                          explore);
+    plan = c.learner.next(planKey, shapeOf(kind, count, type, dev != nullptr), tunerParams(), plan,
+                          c.recorder, explore);
   // The single-copy algorithms read peers' memory with the CPU: never on the device path.
-  const algo::Algorithm algorithm = dev ? onDevice(plan.algorithm) : plan.algorithm;
+  const algo::Algorithm algorithm = dev ? algo::deviceAlgorithm(plan.algorithm) : plan.algorithm;
   ctx.algorithm = algo::algorithmName(algorithm);
   // INFO shows each change of algorithm per collective (not every call: that is TRACE), but
   // not the exploration's.
@@ -284,8 +282,8 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   if (!explore && last != static_cast<int>(algorithm)) {
     last = static_cast<int>(algorithm);
     std::string breakdown;
-    algo::predictUs(shapeOf(kind, count, type), algorithm, plan.chunkBytes, tunerParams(),
-                    &breakdown);
+    algo::predictUs(shapeOf(kind, count, type, dev != nullptr), algorithm, plan.chunkBytes,
+                    tunerParams(), &breakdown);
     SHARC_INFO("rank " << c.rank << ": " << core::collectiveName(kind) << " of " << count * elem
                        << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
                        << ", chunk " << plan.chunkBytes << " (" << breakdown << ")");

@@ -22,6 +22,9 @@ class StreamExecutor;
 
 namespace sharc::detail {
 
+/// The tuner's parameters: built-in defaults overlaid with SHARC_TUNER_FILE, read once.
+const algo::TunerParams& tunerParams();
+
 class CommunicatorImpl {
  public:
   explicit CommunicatorImpl(std::shared_ptr<CommState> state);
@@ -81,13 +84,17 @@ class CommunicatorImpl {
   // links once per communicator and registers the call's buffers (engine lock held).
   void useDevice(algo::ScheduleContext& ctx, DeviceResources& dev, CollectiveKind kind,
                  const void* send, void* recv, size_t count, DataType type, int root);
+  // Decides once per communicator which links carry device memory and which stage, and
+  // what the tuner costs device calls with (engine lock held).
+  void decideDeviceLinks(DeviceResources& dev) const;
   // Registers the schedule's device scratch (engine lock held); throws on failure.
   void registerScratch(const algo::Schedule& schedule, DeviceResources& dev);
-  // What the cost model sees of a call here.
-  algo::CallShape shapeOf(CollectiveKind kind, size_t count, DataType type) const;
+  // What the cost model sees of a call here (`device`: on the device path, whose links
+  // decideDeviceLinks has decided).
+  algo::CallShape shapeOf(CollectiveKind kind, size_t count, DataType type, bool device) const;
   // SHARC_ALGO's plan, else the SHARC_TUNER_FILE choice, else the model's.
   CommState::StaticPlan staticPlan(CollectiveKind kind, size_t count, DataType type,
-                                   bool withBreakdown) const;
+                                   bool withBreakdown, bool device) const;
   // The learning tuner's agreement on a shape: issues it (an internal AllReduce) at the call
   // after its exploration, and decides at the next call (learned_tuner.hpp).
   void agreeIfDue(uint64_t planKey);

@@ -33,53 +33,65 @@ std::string rankList(const std::vector<uint8_t>& flags, bool want, int self) {
 
 }  // namespace
 
+void CommunicatorImpl::decideDeviceLinks(DeviceResources& dev) const {
+  CommState& c = *state_;
+  if (!c.directLinks.empty()) return;
+  transport::Endpoint& ep = c.engine->endpoint();
+  c.directLinks.assign(static_cast<size_t>(c.size), 0);
+  c.stagedLinks.assign(static_cast<size_t>(c.size), 0);
+  std::string stagedWhy;
+  int direct = 0, staged = 0;
+  for (int r = 0; r < c.size; ++r) {
+    if (r == c.rank) continue;
+    std::string why;
+    if (ep.hmemTo(c.peers[static_cast<size_t>(r)], why)) {
+      c.directLinks[static_cast<size_t>(r)] = 1;
+      ++direct;
+    } else {
+      ++staged;
+      if (stagedWhy.empty()) stagedWhy = why;
+    }
+  }
+  // A provider may offer FI_HMEM yet not register this kind of memory (a libfabric built
+  // without CUDA): one registration of device scratch says, before any link relies on it.
+  if (direct > 0 && dev.registrations() != nullptr) {
+    core::QueueMemory probe = dev.scratch.acquire(4096);
+    const std::string err = dev.registrations()->ensure(probe.data());
+    dev.scratch.release(std::move(probe));
+    if (!err.empty()) {
+      std::fill(c.directLinks.begin(), c.directLinks.end(), 0);
+      staged += direct;
+      direct = 0;
+      stagedWhy = err;
+    }
+  }
+  c.devicePath = staged == 0 ? "device-direct" : direct == 0 ? "device-staged" : "device-mixed";
+  std::ostringstream os;
+  os << "device path (" << dev.queue().name() << " queue): ";
+  if (direct > 0)
+    os << "direct to ranks " << rankList(c.directLinks, true, c.rank) << " over "
+       << ep.providerName() << " (FI_HMEM)";
+  if (direct > 0 && staged > 0) os << "; ";
+  if (staged > 0)
+    os << "staged through host memory to ranks " << rankList(c.directLinks, false, c.rank) << " ("
+       << stagedWhy << ")";
+  c.deviceLinksNote = os.str();
+  SHARC_INFO("rank " << c.rank << ": " << c.deviceLinksNote);
+  c.deviceCall = algo::deviceCallRates(tunerParams(), dev.queue().deviceIsHost());
+  for (int r = 0; r < c.size; ++r) {
+    if (r == c.rank || c.directLinks[static_cast<size_t>(r)] != 0) continue;
+    const bool sameNode =
+        c.nodes.size() != c.size ||
+        c.nodes.nodeOf[static_cast<size_t>(r)] == c.nodes.nodeOf[static_cast<size_t>(c.rank)];
+    (sameNode ? c.deviceCall.stagedLocal : c.deviceCall.stagedFabric) = true;
+  }
+}
+
 void CommunicatorImpl::useDevice(algo::ScheduleContext& ctx, DeviceResources& dev,
                                  CollectiveKind kind, const void* send, void* recv, size_t count,
                                  DataType type, int root) {
   CommState& c = *state_;
-  transport::Endpoint& ep = c.engine->endpoint();
-  if (c.directLinks.empty()) {
-    c.directLinks.assign(static_cast<size_t>(c.size), 0);
-    c.stagedLinks.assign(static_cast<size_t>(c.size), 0);
-    std::string stagedWhy;
-    int direct = 0, staged = 0;
-    for (int r = 0; r < c.size; ++r) {
-      if (r == c.rank) continue;
-      std::string why;
-      if (ep.hmemTo(c.peers[static_cast<size_t>(r)], why)) {
-        c.directLinks[static_cast<size_t>(r)] = 1;
-        ++direct;
-      } else {
-        ++staged;
-        if (stagedWhy.empty()) stagedWhy = why;
-      }
-    }
-    // A provider may offer FI_HMEM yet not register this kind of memory (a libfabric built
-    // without CUDA): one registration of device scratch says, before any link relies on it.
-    if (direct > 0 && dev.registrations() != nullptr) {
-      core::QueueMemory probe = dev.scratch.acquire(4096);
-      const std::string err = dev.registrations()->ensure(probe.data());
-      dev.scratch.release(std::move(probe));
-      if (!err.empty()) {
-        std::fill(c.directLinks.begin(), c.directLinks.end(), 0);
-        staged += direct;
-        direct = 0;
-        stagedWhy = err;
-      }
-    }
-    c.devicePath = staged == 0 ? "device-direct" : direct == 0 ? "device-staged" : "device-mixed";
-    std::ostringstream os;
-    os << "device path (" << dev.queue().name() << " queue): ";
-    if (direct > 0)
-      os << "direct to ranks " << rankList(c.directLinks, true, c.rank) << " over "
-         << ep.providerName() << " (FI_HMEM)";
-    if (direct > 0 && staged > 0) os << "; ";
-    if (staged > 0)
-      os << "staged through host memory to ranks " << rankList(c.directLinks, false, c.rank) << " ("
-         << stagedWhy << ")";
-    c.deviceLinksNote = os.str();
-    SHARC_INFO("rank " << c.rank << ": " << c.deviceLinksNote);
-  }
+  decideDeviceLinks(dev);
   ctx.pids = nullptr;  // no single-copy reads of peers' memory: the CPU must not touch it
   ctx.device = &dev.queue();
   ctx.deviceScratch = &dev.scratch;
