@@ -80,7 +80,7 @@ struct NcclPlatform {
   double ringStepUsSimple = 0;
 };
 constexpr double kP5RingStepUsLL128 = 3.0;
-constexpr double kP5RingStepUsSimple = 20.0;
+constexpr double kP5RingStepUsSimple = 19.5;
 inline NcclPlatform platformOf(const std::string& instance) {
   if (instance == "p5.48xlarge")
     return {true, 75.0, 2.0, 8 << 20, kP5RingStepUsLL128, kP5RingStepUsSimple};

@@ -3,6 +3,7 @@
 // and NCCL's busbw as the `collective` subcommand takes it (published, else the model).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -51,6 +52,60 @@ TEST(BacktestAllGather, P5TableWithinItsBounds) {
     }
   EXPECT_EQ(points, 35);
   EXPECT_EQ(modelRows(publishedAllGatherCurve()).size(), 35u);
+}
+
+// The ring latency of the AllGather model rebuilt here from NCCL's constants on p5 (16
+// channels; LL128: 576,000 B chunks, whole steps over the network, line by line over NVLink,
+// 4 + 75 us a network step, max(1.9, 2.0) an NVLink one, base 14; Simple: 4 MiB chunks in
+// slices of half, 14 + 2 x 75 and max(3.4, 3 x 2.0), base 8.4) with a step cost of `stepUs`.
+double ringLatencyUs(const NcclTerms& t, int nodes, size_t bytes, double stepUs) {
+  const bool simple = t.choice.protocol == "Simple";
+  RingPipe p;
+  p.nodes = nodes;
+  p.ranksPerNode = 8;
+  p.allReduce = false;
+  p.channelBytes = static_cast<double>(bytes) / 16;
+  p.chunkBytes = simple ? 4.0 * (8 << 20) / 8 : 576000;
+  p.netUnit = simple ? 0.5 : 1.0;
+  p.intraUnit = simple ? 0.5 : 0.0;
+  p.netGBps = t.cluster.fabricGBps / 16;
+  p.nvlGBps = simple ? t.cluster.localGBps / 16 : std::min(t.cluster.localGBps / 16, 36.7);
+  p.netUs = simple ? 164 : 79;
+  p.intraUs = simple ? 6 : 2;
+  p.stepUs = stepUs;
+  const RingReplay r = ringReplay(p);
+  return (simple ? 8.4 : 14) + std::max(0.0, r.replayUs - r.bandwidthUs);
+}
+
+// The ring's two fitted step costs (3 us LL128, 19.5 us Simple on p5) are the least-squares fit
+// of the log error over the published AllGather table on a 0.5 us grid: the model's latency is
+// the replay rebuilt above, and moving either constant by 0.5 us does not lower the sum.
+TEST(BacktestAllGather, StepCostsAreTheLeastSquaresFit) {
+  const double eff = fittedEfficiency("p5.48xlarge");
+  const auto cost = [&](double ll128, double simple) {
+    double sum = 0;
+    for (const auto& row : kP5AllGather)
+      for (int i = 0; i < 7; ++i) {
+        const size_t bytes = (32 * kMiB) << i;
+        const NcclTerms t = ncclTerms("p5.48xlarge", row.nodes, bytes, eff, Collective::AllGather);
+        const bool isSimple = t.choice.protocol == "Simple";
+        const double us =
+            predictNccl("p5.48xlarge", row.nodes, bytes, eff, Collective::AllGather).predictedUs;
+        EXPECT_NEAR(t.latencyUs, ringLatencyUs(t, row.nodes, bytes, isSimple ? 19.5 : 3), 1e-6);
+        const double other =
+            us - t.latencyUs + ringLatencyUs(t, row.nodes, bytes, isSimple ? simple : ll128);
+        const int n = 8 * row.nodes;
+        const double busbw = static_cast<double>(bytes) * (n - 1) / n / (other * 1e3);
+        sum += std::pow(std::log(busbw / row.gbps[i]), 2);
+      }
+    return sum;
+  };
+  const double at = cost(3, 19.5);
+  EXPECT_LE(at, cost(2.5, 19.5));
+  EXPECT_LE(at, cost(3.5, 19.5));
+  EXPECT_LE(at, cost(3, 19));
+  EXPECT_LE(at, cost(3, 20));
+  EXPECT_LT(at, cost(0, 0));  // and the step costs help: 25 of 35 within their bounds without
 }
 
 // NCCL's time model for AllGather at full line rate, by hand (tuning.cc constants on p5:
