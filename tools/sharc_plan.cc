@@ -43,7 +43,8 @@ const char kHelp[] =
     "    [--json] [--plot F.png]\n"
     "  per node count and size: predicted time, bus bandwidth (nccl-tests' busbw), the\n"
     "  tuner's algorithm and chunk, the physical bound's busbw and the share of it reached,\n"
-    "  and NCCL's published busbw where the backtest carries a run of that shape.\n"
+    "  and NCCL's busbw: published where the backtest carries a run of that shape, else\n"
+    "  sharc's backtested model of NCCL (marked *), with sharc's busbw over it (x_nccl).\n"
     "  --path     direct|staged|both: the data path of GPU buffers, device-direct (NICs and\n"
     "             NVLink on HBM) or staged (through pinned host memory over PCIe); both side\n"
     "             by side (the default where the cluster has a PCIe rate, else direct)\n"
@@ -60,7 +61,8 @@ const char kHelp[] =
     "  recommendation. --batch is the micro-batch per GPU (default 1).\n"
     "\n"
     "sharc-plan backtest [--json]\n"
-    "  the model of NCCL's AllReduce against published nccl-tests runs over EFA.\n"
+    "  the model of NCCL's AllReduce and AllGather against published nccl-tests runs over\n"
+    "  EFA, with the error of each point; exit 1 if a point is outside its bound.\n"
     "\n"
     "sharc-plan simulate CLUSTER [--collective all_gather] [--nodes 2,4,8] [-b 1M] [-e 256M]\n"
     "    [-f 4] [--algorithm NAME] [--json]\n"
@@ -339,10 +341,11 @@ int runCollective(const Args& a) {
   const bool direct = path != "staged", staged = path != "direct";
 
   // One row per node count and size: the first path shown, the staged one beside it under
-  // `both`, and NCCL's published busbw (0: none).
+  // `both`, and NCCL's busbw: published where the backtest carries the run, else sharc's
+  // backtested model of NCCL (gbps 0: neither).
   struct Row {
     Prediction main, staged;
-    double nccl = 0;
+    NcclBusbw nccl;
   };
   std::vector<Row> rows;
   for (int n : nodes)
@@ -351,7 +354,7 @@ int runCollective(const Args& a) {
       r.main = predictPath(cl, n, coll, b, direct ? DataPath::DeviceDirect : DataPath::Staged,
                            algorithm);
       if (direct && staged) r.staged = predictPath(cl, n, coll, b, DataPath::Staged, algorithm);
-      r.nccl = publishedBusGBps(cl.name, coll, n, b);
+      r.nccl = ncclBusGBps(cl, n, coll, b);
       rows.push_back(r);
       if (b > end / factor) break;
     }
@@ -379,8 +382,11 @@ int runCollective(const Args& a) {
            << ", \"staged_time_us\": " << jsonNumber(st.predictedUs)
            << ", \"staged_busbw_gbps\": " << jsonNumber(st.busGBps);
     }
-    json << ", \"nccl_busbw_gbps\": " << (rows[i].nccl > 0 ? jsonNumber(rows[i].nccl) : "null")
-         << "}";
+    const NcclBusbw& nc = rows[i].nccl;
+    json << ", \"nccl_busbw_gbps\": " << (nc.gbps > 0 ? jsonNumber(nc.gbps) : "null")
+         << ", \"nccl_published\": " << (nc.published ? "true" : "false")
+         << ", \"nccl_algorithm\": " << (nc.nccl.empty() ? "null" : jsonString(nc.nccl))
+         << ", \"x_nccl\": " << (nc.gbps > 0 ? jsonNumber(p.busGBps / nc.gbps) : "null") << "}";
   }
   json << "\n]}\n";
   if (a.has("--json")) {
@@ -400,7 +406,7 @@ int runCollective(const Args& a) {
         std::printf("\n%6s %6s %8s %12s %10s %-18s %6s", "nodes", "ranks", "size", "time_us", bw,
                     "algorithm", "chunk");
         if (both) std::printf(" %12s %10s %-18s", "staged_us", "staged_bw", "staged_algorithm");
-        std::printf(" %10s %7s %8s\n", "bound", "%bound", "nccl_bw");
+        std::printf(" %10s %7s %7s %9s\n", "bound", "%bound", "x_nccl", "nccl_bw");
       }
       last = p.nodes;
       std::printf("%6d %6d %8s %12.1f %10.2f %-18s %6s", p.nodes, p.ranks,
@@ -409,15 +415,19 @@ int runCollective(const Args& a) {
       if (both)
         std::printf(" %12.1f %10.2f %-18s", r.staged.predictedUs, r.staged.busGBps,
                     r.staged.algorithm.c_str());
-      char nccl[32] = "-";
-      if (r.nccl > 0) std::snprintf(nccl, sizeof nccl, "%.2f", r.nccl);
-      std::printf(" %10.2f %6.1f%% %8s\n", p.boundBusGBps, pct(p), nccl);
+      char nccl[32] = "-", ratio[32] = "-";
+      if (r.nccl.gbps > 0) {
+        std::snprintf(nccl, sizeof nccl, "%.2f%s", r.nccl.gbps, r.nccl.published ? "" : "*");
+        std::snprintf(ratio, sizeof ratio, "%.2fx", p.busGBps / r.nccl.gbps);
+      }
+      std::printf(" %10.2f %6.1f%% %7s %9s\n", p.boundBusGBps, pct(p), ratio, nccl);
     }
     std::printf(
         "\nbusbw, bound and nccl_bw in GB/s (nccl-tests' bus bandwidth); bound: every node "
         "injecting at full link speed (lowerBoundUs); %%bound of the %s path; nccl_bw: NCCL's "
-        "published busbw (sharc-plan backtest's sources), - where none\n",
-        direct ? "device-direct" : "staged");
+        "published busbw (sharc-plan backtest's sources), * where sharc's backtested model of "
+        "NCCL gives it instead, - where neither; x_nccl: the %s path's busbw / nccl_bw\n",
+        direct ? "device-direct" : "staged", direct ? "device-direct" : "staged");
   }
   if (a.has("--plot")) {
     const int rc = runPlot(json.str(), a.get("--plot"));

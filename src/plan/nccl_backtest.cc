@@ -8,111 +8,15 @@
 #include <mutex>
 #include <tuple>
 
+#include "nccl_model.hpp"
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
+
+using namespace ncclmodel;
+
 namespace {
-
-constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kLarge = 128 * kMiB;  // the 15 % bound from here up, 30 % below
-
-// ---- NCCL's constants, NVIDIA/nccl src/graph/tuning.cc. The p5 points ran NCCL 2.27.7 with
-// the EFA installer 1.43.2's aws-ofi-nccl (crazyguitar's Dockerfile at a77f70d, the commit that
-// added the data; its AWS_OFI_NCCL_VERSION=v1.16.3 is declared, not used). The latencies, the
-// LL128 and Tree caps, the protocol factors, the ring plateau and the net overhead below are
-// the same in v2.27.7-1 and v2.28.7-1; NVLSTree's 5/6 bandwidth ratio is 2.27.7's, its
-// per-channel caps and nvlsEfficiency 2.28.7's (NVIDIA's later figures for the same hardware).
-// Latencies in us, bandwidths in GB/s per channel.
-struct ProtoConstants {
-  double baseLat;  // baseLatencies[algorithm][protocol]
-  double nvlLat;   // hwLatencies[NVLINK][algorithm][protocol]
-  double netLat;   // hwLatencies[NET][algorithm][protocol]
-};
-ProtoConstants constantsOf(const std::string& algorithm, bool simple) {
-  if (algorithm == "Ring")
-    return simple ? ProtoConstants{8.4, 3.4, 14.0} : ProtoConstants{14.0, 1.9, 4.0};
-  if (algorithm == "Tree")
-    return simple ? ProtoConstants{8.4, 4.0, 14.0} : ProtoConstants{14.0, 1.25, 8.5};
-  return {0.0, 25.0, 14.0};  // NVLSTree (Simple only)
-}
-// perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxNVLSTreeBws, Hopper row, index by
-// nodes (1, 2, >2). nvlsEfficiency[Hopper] = 0.85. Protocol payload: Ring LL128 x 0.92, Tree
-// AllReduce x 0.92 and Tree LL128 x 120/128 (tuning.cc "Various model refinements").
-constexpr double kHopperRingLL128PerCh = 36.7;
-constexpr double kHopperTreeLL128PerCh[3] = {36.7, 36.7, 29.0};
-constexpr double kHopperNvlsTreePerCh[3] = {0.0, 57.7, 45.5};
-constexpr double kHopperNvlsEfficiency = 0.85;
-// treeCorrectionFactor[protocol][log2(bytes / 64)] (LL, LL128, Simple; 64 B to 256 MB): NCCL
-// scales the Tree's bandwidth by it in ncclTopoGetAlgoTime.
-constexpr double kTreeCorrectionLL128[23] = {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
-                                             .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0};
-constexpr double kTreeCorrectionSimple[23] = {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5,
-                                              .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9};
-// Channels: aws-ofi-nccl presents p5's 32 EFA devices to NCCL as 8 four-rail NICs, one per GPU
-// (src/tuner/nccl_ofi_model.cpp, P5 platform: num_rails = 4), and its model of NCCL on p5
-// counts 8 channels (include/nccl_ofi_param.h, TUNER_NUM_CHANNELS default 8): the ring graph's
-// channels, which NCCL's caps count (tuning.cc: graphs[a]->nChannels x perChMax...).
-constexpr int kChannels = 8;
-// The channels a collective runs on are comm->nChannels, more than the graph's: ncclTopoPostset
-// doubles them ("nChannels*2", src/graph/connect.cc) and raises them to the NVLS channels where
-// NVLS is on (connect.cc "Support maximal channel usage"; 16 on Hopper, src/transport/nvls.cc
-// NVLS_NCHANNELS_SM90); enqueue.cc spreads a ring's bytes over all of them (topoGetAlgoInfo:
-// nc = comm->nChannels, cut only below nc x 640 threads x 8 B for LL128). p5 (NVLS on, 8 graph
-// channels): 16. p4d/p4de: no public count; their rings are bandwidth-bound at these sizes.
-constexpr int kHopperRingChannels = 16;
-
-// Per instance type: what NCCL sees there.
-struct NcclPlatform {
-  bool hopper = false;         // NCCL's compute-capability row (caps, NVLS)
-  double pluginLatUs = 0;      // latency the network plugin reports: aws-ofi-nccl (v1.16.3)
-                               // src/platform-aws.cpp `.latency` (p4d/p4de/p5 75 us, p5en 35 us)
-  double netOverheadUs = 1.0;  // getNetOverhead: 1.0 Intel, 2.0 AMD CPUs (p5: AMD EPYC)
-  double buffBytes = 4 << 20;  // Simple's buffer, NCCL_BUFFSIZE (NCCL's default 4 MiB; the p5
-                               // runs set 8 MiB: crazyguitar's k8s/nccl_all_reduce_perf.yaml)
-};
-NcclPlatform platformOf(const std::string& instance) {
-  if (instance == "p5.48xlarge") return {true, 75.0, 2.0, 8 << 20};
-  if (instance == "p5en.48xlarge") return {true, 35.0, 1.0, 8 << 20};  // Intel Xeon (SPR)
-  return {false, 75.0, 1.0, 4 << 20};                                  // p4d/p4de: Intel Xeon
-}
-
-// NCCL's ring chunks (enqueue.cc calcCollChunking; device.h, init.cc, collectives.h of
-// v2.27.7-1): NCCL_STEPS = 8 steps per buffer. LL128: one step per chunk, the buffer
-// 120 x 640 x 8 x 8 B (DEFAULT_LL128_BUFFSIZE) so 614,400 B a step, 15/16 of it data. Simple:
-// ALLREDUCE_CHUNKSTEPS = 4 steps per chunk, forwarded in slices of ALLREDUCE_SLICESTEPS = 2.
-constexpr int kNcclSteps = 8;
-constexpr double kLL128StepBytes = 120.0 * 640 * 8 * 8 / kNcclSteps;
-constexpr double kLL128ChunkBytes = kLL128StepBytes / 16 * 15;
-
-int log2Floor(int x) {
-  int k = 0;
-  while ((2 << k) <= x) ++k;
-  return k;
-}
-
-// NCCL's latency of one call (tuning.cc, ncclTopoTuneModel and ncclTopoGetAlgoTime, one
-// pipelined op): interLat = NET + plugin latency (+ the plugin latency again for Simple's
-// flush); Ring: base + (s - s_net) max(NVL, net overhead (x3 Simple)) + s_net interLat with
-// s = 2(n-1), s_net = 2(N-1) for AllReduce (n-1, N-1 for AllGather/ReduceScatter), AllReduce
-// Simple x 1.4 ("plateau effect of ring", sm80+); Tree: base + 2((L-1) NVL + log2 N interLat);
-// NVLSTree: NVL + 2 log2 N interLat.
-double ncclLatencyUs(const NcclChoice& ch, const NcclPlatform& pf, int nodes, int L,
-                     bool allReduce) {
-  const bool simple = ch.protocol == "Simple";
-  const ProtoConstants k = constantsOf(ch.algorithm, simple);
-  const double inter = k.netLat + pf.pluginLatUs * (simple ? 2 : 1);
-  const int n = nodes * L;
-  if (ch.algorithm == "Ring") {
-    const double intra = std::max(k.nvlLat, pf.netOverheadUs * (simple ? 3 : 1));
-    const int times = allReduce ? 2 : 1;
-    const int steps = times * (n - 1), interSteps = times * (nodes - 1);
-    const double lat = k.baseLat + (steps - interSteps) * intra + interSteps * inter;
-    return simple && allReduce ? lat * 1.4 : lat;  // sm80 and up (every profile here)
-  }
-  if (ch.algorithm == "Tree")
-    return k.baseLat + 2 * ((L - 1) * k.nvlLat + log2Floor(nodes) * inter);
-  return k.nvlLat + 2 * log2Floor(nodes) * inter;
-}
 
 // One step of the ring for the ranks of one node (state: the step's start and end at each
 // local position; every node is alike, so position 0's sender, the previous node's last rank,
@@ -145,7 +49,8 @@ RingReplay replayRing(const RingPipe& p, int width, Prev prevOf) {
       for (int pos = 0; pos < width; ++pos) {
         const double ready = k == 0 ? 0.0 : arrival(st, pos, c, false);
         next.start[pos] = std::max(st.end[pos], ready);
-        next.end[pos] = next.start[pos] + c / ((isNetSend(pos) ? p.netGBps : p.nvlGBps) * 1e3);
+        next.end[pos] =
+            next.start[pos] + c / ((isNetSend(pos) ? p.netGBps : p.nvlGBps) * 1e3) + p.stepUs;
       }
       std::swap(st, next);
       out.bandwidthUs += c / (p.netGBps * 1e3);
@@ -276,28 +181,6 @@ NcclChoice ncclChoice(const std::string& instance, int nodes, size_t bytes) {
   return {"Ring", "Simple", "ring"};
 }
 
-namespace {
-
-// NCCL's own choice for AllGather / ReduceScatter with 8 GPUs per node on several nodes: Ring
-// (NVLS and CollNet need CollNet support there, PAT one GPU per node; the plugin's p5 regions
-// cover AllReduce only), protocol by NCCL's time model at full rate: LL128 (cap) or Simple. LL
-// (llMaxBws 19-22.5 GB/s on AMD hosts) only wins below the sizes sharc-plan tables.
-NcclChoice ncclRingChoice(const std::string& instance, int nodes, size_t bytes) {
-  const NcclPlatform pf = platformOf(instance);
-  const Cluster profile = unfittedProfile(instance);
-  const int L = profile.ranksPerNode, n = nodes * L;
-  const double s = static_cast<double>(bytes) * (n - 1) / n;  // bytes through each node link
-  const NcclChoice ll128{"Ring", "LL128", "ring"}, simple{"Ring", "Simple", "ring"};
-  double bwLL128 = profile.fabricGBps * 0.92;
-  if (pf.hopper) bwLL128 = std::min(bwLL128, kChannels * kHopperRingLL128PerCh);
-  const double tLL128 = ncclLatencyUs(ll128, pf, nodes, L, false) + s / (1e3 * bwLL128);
-  const double tSimple =
-      ncclLatencyUs(simple, pf, nodes, L, false) + s / (1e3 * profile.fabricGBps);
-  return tLL128 < tSimple ? ll128 : simple;
-}
-
-}  // namespace
-
 RingReplay ringReplay(const RingPipe& p) {
   const int L = p.ranksPerNode;
   return replayRing(p, L, [L](int pos) { return (pos + L - 1) % L; });
@@ -309,17 +192,21 @@ RingReplay ringReplayAllRanks(const RingPipe& p) {
 }
 
 NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double efficiency,
-                    Collective coll) {
+                    Collective coll, int ranksPerNode) {
   if (nodes < 2)
     throw Error(Result::InvalidArgument,
                 "plan: the NCCL model covers 2 nodes or more (got " + std::to_string(nodes) + ")");
-  NcclTerms t;
   const bool allReduce = coll == Collective::AllReduce;
-  t.choice =
-      allReduce ? ncclChoice(instance, nodes, bytes) : ncclRingChoice(instance, nodes, bytes);
-  const NcclPlatform pf = platformOf(instance);
   const Cluster profile = unfittedProfile(instance);
-  const int L = profile.ranksPerNode, n = nodes * L;
+  const int L = ranksPerNode > 0 ? ranksPerNode : profile.ranksPerNode, n = nodes * L;
+  if (allReduce && L != profile.ranksPerNode)
+    throw Error(Result::InvalidArgument,
+                "plan: the NCCL AllReduce model covers " + std::to_string(profile.ranksPerNode) +
+                    " ranks per node on " + instance + " (got " + std::to_string(L) + ")");
+  NcclTerms t;
+  t.choice = allReduce ? ncclChoice(instance, nodes, bytes)
+                       : ncclAllGatherChoice(instance, nodes, bytes, L);
+  const NcclPlatform pf = platformOf(instance);
   const bool simple = t.choice.protocol == "Simple";
   const std::string& a = t.choice.algorithm;
   t.formulaUs = ncclLatencyUs(t.choice, pf, nodes, L, allReduce);
@@ -330,6 +217,7 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
   // NCCL's (latencyUs), not the tuner's per-step ones; the reduction is fused into NCCL's copy
   // kernel and overlaps the transfers (its time model has no reduction term).
   Cluster c = profile;
+  c.ranksPerNode = L;
   c.efficiency = 1.0;
   c.postedSends = 0;  // NCCL's algorithms do not queue behind sharc's window of posted sends
   // NCCL's channels cross nodes on every GPU's NICs at once (aws-ofi-nccl: one 4-rail NIC
@@ -350,6 +238,7 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
     if (a == "NVLSTree") t.capBusGBps = kChannels * kHopperNvlsTreePerCh[idx];
     if (a == "Tree") t.capBusGBps *= treeCorrection(simple, bytes);
   }
+  if (a == "PAT") fabric *= kPatBandwidthShare;  // NCCL's own rating of PAT against the ring
   if (a == "NVLSTree") {
     // NVLS: the NVSwitch reduces (multimem ld_reduce) and multicasts (multimem st), and NCCL
     // pipelines the two halves, so a GPU sends and receives each byte of the vector once over
@@ -397,6 +286,10 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
     if (pf.hopper && !simple) rp.nvlGBps = std::min(rp.nvlGBps, kHopperRingLL128PerCh);
     rp.netUs = k.netLat + pf.pluginLatUs * (simple ? 2 : 1);
     rp.intraUs = std::max(k.nvlLat, pf.netOverheadUs * (simple ? 3 : 1));
+    // Each step's fitted cost on its rank's link. Not for AllReduce's Ring Simple: its 8 GiB
+    // points (4 MiB chunks) meet the published curve within 0.4 % without it, while AllGather's
+    // steps of the same chunk take ~9 % longer (docs/planning.md).
+    rp.stepUs = !simple ? pf.ringStepUsLL128 : allReduce ? 0.0 : pf.ringStepUsSimple;
     const RingReplay r = ringReplay(rp);
     t.latencyUs = k.baseLat + std::max(0.0, r.replayUs - r.bandwidthUs);
   }
@@ -404,13 +297,14 @@ NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double
 }
 
 Prediction predictNccl(const std::string& instance, int nodes, size_t bytes, double efficiency,
-                       Collective coll) {
-  const NcclTerms t = ncclTerms(instance, nodes, bytes, efficiency, coll);
+                       Collective coll, int ranksPerNode) {
+  const NcclTerms t = ncclTerms(instance, nodes, bytes, efficiency, coll, ranksPerNode);
   Prediction pr = predictCollective(t.cluster, nodes, coll, bytes, t.choice.sharc);
   pr.predictedUs += t.latencyUs;
   pr.busGBps = busBandwidthGBps(coll, bytes, pr.predictedUs, pr.ranks);
   // The ceiling of the instance as published (full line rate), not of the derated links.
-  const Cluster profile = unfittedProfile(instance);
+  Cluster profile = unfittedProfile(instance);
+  profile.ranksPerNode = t.cluster.ranksPerNode;
   pr.boundUs = lowerBoundUs(profile, nodes, coll, bytes);
   pr.boundBusGBps = busBandwidthGBps(coll, bytes, pr.boundUs, pr.ranks);
   return pr;

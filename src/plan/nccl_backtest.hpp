@@ -1,11 +1,13 @@
 // The backtest of the planner's cost model (src/algorithms/cost_model.hpp) against
-// published NCCL AllReduce bus bandwidths over EFA: sharc's model of NCCL. At each point it
+// published NCCL AllReduce and AllGather bus bandwidths over EFA: sharc's model of NCCL
+// (AllGather and ReduceScatter: nccl_backtest_allgather.cc). At each point it
 // takes NCCL's own choice (algorithm and protocol), NCCL's own constants for that choice
 // (per-channel bandwidth caps, protocol payload, the latency formula of src/graph/tuning.cc,
 // the plugin's reported network latency) and NVLS as a capability of the NVSwitch, and feeds
 // the bytes of the schedule through the tuner's cost model; one efficiency per instance type
-// is fitted to the published points of 128 MB and more. Its bounds: within 15 % at >= 128 MB,
-// 30 % below, never above the physical ceiling of lowerBoundUs.
+// is fitted to the published AllReduce points of 128 MB and more, and two per-step costs of the
+// ring (LL128, Simple) to the AllGather curve (nccl_model.hpp). Its bounds: within 15 % at >= 128
+// MB, 30 % below, never above the physical ceiling of lowerBoundUs.
 #pragma once
 
 #include <cstddef>
@@ -67,9 +69,34 @@ struct NcclTerms {
   double capBusGBps = 0;  ///< NCCL's channels x per-channel bandwidth, as a bus bandwidth
   int channels = 0;       ///< NCCL channels the cap counts
 };
-/// `coll` other than AllReduce: NCCL's ring (its protocol by NCCL's own time model).
+/// `coll` other than AllReduce: ncclAllGatherChoice. `ranksPerNode` 0: the profile's (8);
+/// AllReduce covers the profile's only (sharc::Error(InvalidArgument) otherwise), and
+/// `nodes` < 2 throws too.
 NcclTerms ncclTerms(const std::string& instance, int nodes, size_t bytes, double efficiency,
-                    Collective coll = Collective::AllReduce);
+                    Collective coll = Collective::AllReduce, int ranksPerNode = 0);
+
+/// NCCL's algorithm and protocol for AllGather or ReduceScatter of `bytes` (AllGather output,
+/// ReduceScatter input) on `nodes` nodes of `ranksPerNode` ranks, as NCCL's own tuner picks
+/// them (aws-ofi-nccl's p5 regions cover AllReduce only): the lowest time of NCCL's latency
+/// formula plus the bytes at NCCL's bus bandwidth, among Ring LL128, Ring Simple and, with one
+/// rank per node only (ncclPatEnable), PAT Simple. NVLS and CollNet AllGather need CollNet
+/// across nodes, which AWS lacks. LL (19-22.5 GB/s per channel) wins only below the sizes
+/// sharc-plan tables.
+NcclChoice ncclAllGatherChoice(const std::string& instance, int nodes, size_t bytes,
+                               int ranksPerNode);
+
+/// NCCL's bus bandwidth at a point: the published figure where the backtest carries one,
+/// else sharc's model of NCCL (predictNccl at the instance type's fitted efficiency).
+struct NcclBusbw {
+  double gbps = 0;         ///< nccl-tests busbw, GB/s; 0: neither published nor modelled
+  bool published = false;  ///< true: a published figure; false: the model's
+  std::string nccl;        ///< the model's NCCL algorithm and protocol ("Ring LL128"); "" if none
+};
+/// NcclBusbw of `coll` of `bytes` on `nodes` nodes of `cluster` (its name picks the
+/// instance type, its ranksPerNode the ranks per node). No figure (gbps 0) where the model
+/// does not reach: one node, a cluster that is not a built-in profile, AllReduce at another
+/// ranks per node than the profile's. Throws nothing.
+NcclBusbw ncclBusGBps(const Cluster& cluster, int nodes, Collective coll, size_t bytes);
 
 /// One channel of NCCL's ring, step by step (src/device/prims_*.h, enqueue.cc
 /// calcCollChunking): each rank sends one chunk per step; a step's data comes from the
@@ -91,6 +118,7 @@ struct RingPipe {
   double nvlGBps = 0;       ///< one channel's rate over NVLink
   double netUs = 0;         ///< NCCL's latency of a network step (hwLat NET + plugin's)
   double intraUs = 0;       ///< NCCL's latency of an intra-node step
+  double stepUs = 0;        ///< a step's cost beyond its transfer on every rank's link (fitted)
 };
 struct RingReplay {
   double replayUs = 0;     ///< when the last rank has the last chunk
@@ -107,7 +135,7 @@ RingReplay ringReplayAllRanks(const RingPipe& p);
 /// NcclTerms::latencyUs plus the tuner's time for the choice's algorithm on
 /// NcclTerms::cluster. Prediction::algorithm is the tuner algorithm used.
 Prediction predictNccl(const std::string& instance, int nodes, size_t bytes, double efficiency,
-                       Collective coll = Collective::AllReduce);
+                       Collective coll = Collective::AllReduce, int ranksPerNode = 0);
 
 /// A profile as published, before the fitted efficiency (efficiency = 1). Throws
 /// sharc::Error(InvalidArgument) listing the valid names. Profiles of instance types without

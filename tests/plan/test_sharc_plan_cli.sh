@@ -36,7 +36,7 @@ PY
   ;;
 paths)
   # Both data paths side by side, with NCCL's published AllGather busbw where it exists (2 and
-  # 8 p5 nodes, 32 MiB .. 2 GiB), in the text and in the JSON.
+  # 8 p5 nodes, 32 MiB .. 2 GiB) and the model's (marked *) elsewhere, in the text and the JSON.
   "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 8 -b 32M -e 2G \
     >"$tmp/p.txt" || fail "collective exit $?"
   for col in direct_bw staged_bw nccl_bw; do
@@ -45,6 +45,10 @@ paths)
   for pt in 46.29 86.80 143.66 215.43 261.26 224.47 293.71; do  # published, 8 nodes
     grep -q "^ *8 .* $pt\$" "$tmp/p.txt" || fail "published $pt not at the row end: $(cat "$tmp/p.txt")"
   done
+  "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1G -e 1G \
+    --path direct >"$tmp/m.txt" || fail "collective --nodes 64 exit $?"
+  grep -q "^ *nodes .* x_nccl *nccl_bw\$" "$tmp/m.txt" && grep -q "^ *64 .*x  *[0-9.]*\*\$" "$tmp/m.txt" ||
+    fail "no model NCCL busbw (marked *) on 64 nodes: $(cat "$tmp/m.txt")"
   "$plan" collective --cluster p5.48xlarge --collective all_gather --nodes 2,64 -b 32M -e 2G \
     --json >"$tmp/p.json" || fail "collective --json exit $?"
   python3 - "$tmp/p.json" <<'PY' || fail "paths JSON"
@@ -56,10 +60,11 @@ assert len(rows) == 2 * 7, len(rows)
 for r in rows:
     assert 0 < r["staged_busbw_gbps"] <= r["busbw_gbps"], r
     assert r["staged_busbw_gbps"] <= 50, r
-    if r["nodes"] == 2:
-        assert r["nccl_busbw_gbps"] > 0, r
-    else:
-        assert r["nccl_busbw_gbps"] is None, r
+    # NCCL's busbw: published on 2 nodes, sharc's backtested model of NCCL on 64.
+    assert r["nccl_busbw_gbps"] > 0, r
+    assert r["nccl_published"] == (r["nodes"] == 2), r
+    assert (r["nccl_algorithm"] is None) == r["nccl_published"], r
+    assert abs(r["x_nccl"] - r["busbw_gbps"] / r["nccl_busbw_gbps"]) < 1e-3 * r["x_nccl"], r
 assert [r["nccl_busbw_gbps"] for r in rows if r["nodes"] == 2][0] == 131.3, rows[0]
 PY
   "$plan" collective --cluster p4d.24xlarge --collective all_reduce --nodes 2 -b 1G -e 1G \
