@@ -50,6 +50,10 @@ check() {
     export\ *) echo "skip: sets the environment of the user's job on the next lines" ;;
     "torchrun ... train.py") echo "skip: the user's own training job" ;;
     "bash tools/hang-demo.sh") echo "run: same >/dev/null" ;;
+    "FI_TCP_IFACE=lo SHARC_FI_PROVIDER='tcp;ofi_rxm' build/perf/sharc-create-bench -N 8,16,32,64,128 -r 1")
+      echo "run: FI_TCP_IFACE=lo SHARC_FI_PROVIDER='tcp;ofi_rxm' build/perf/sharc-create-bench -N 3 -r 1 >/dev/null" ;;
+    "build/perf/sharc-create-bench --bootstrap -N 8,16,32,64,128,256,512,1024 -r 3")
+      echo "run: build/perf/sharc-create-bench --bootstrap -N 8,64 -r 1 >/dev/null" ;;
     "sharc-trace /shared/sharc-traces" | "kill -USR1 <pid of every rank>" | \
       "sharc-trace --live /tmp/sharc-sockets")
       echo "covered: tests/trace/test_real_hangs.py (CTest sharc_trace_real_hangs) dumps, signals and serves records of real ranks and runs sharc-trace on them" ;;

@@ -33,11 +33,6 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 
 }  // namespace
 
-const algo::TunerParams& tunerParams() {
-  static const algo::TunerParams params = algo::TunerParams::fromConfig(core::Config::get());
-  return params;
-}
-
 std::shared_ptr<Communicator> CommunicatorImpl::wrap(std::shared_ptr<CommState> state) {
   return std::shared_ptr<Communicator>(
       new Communicator(std::make_unique<CommunicatorImpl>(std::move(state))));

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <sharc/cuda.hpp>
+#include <string_view>
+#include <unordered_map>
 
 #include "core/config.hpp"
 #include "core/fault_plan.hpp"
@@ -224,6 +227,29 @@ WorldInfo worldInfo(int rank, const Survey& survey, const std::vector<std::strin
   return w;
 }
 
+// Milliseconds each step of creation took, for the INFO log (as NCCL's "Init timings").
+class StepTimer {
+ public:
+  void step(const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", line_.empty() ? "" : ", ", name,
+                  std::chrono::duration<double, std::milli>(now - last_).count());
+    line_ += buf;
+    last_ = now;
+  }
+  std::string line() const {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "; total %.1f",
+                  std::chrono::duration<double, std::milli>(last_ - start_).count());
+    return line_ + buf;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  std::string line_;
+};
+
 long usableCpus() {
   cpu_set_t cpus;
   return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus)
@@ -245,7 +271,9 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   // SHARC_FAULT is parsed before any traffic, so that a malformed plan fails every rank at once.
   if (!config.fault.empty()) core::FaultPlan::active();
 
+  StepTimer timer;
   const Survey survey = surveyRanks(*boot);
+  timer.step("survey (all ranks joined)");
   if (survey.allLocal && config.cma) transport::cmaAllowPeers();
   const int localRanks = static_cast<int>(survey.local.size());
   const bool wantShm = options.sharedMemory && config.shm && localRanks > 1;
@@ -267,6 +295,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   if (survey.allLocal) railNics.clear();
   std::unique_ptr<transport::Endpoint> fabric = openEndpoint(epOptions, railNics);
   const std::string provider = fabric->providerName();
+  timer.step("endpoint");
 
   NodeSegment node{transport::ShmGeometry::forRanks(localRanks), {}, false};
   const bool leader = survey.local.front() == rank;
@@ -275,9 +304,11 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   const std::vector<std::string> addresses =
       exchangeAddresses(*boot, *fabric, survey, &segmentName, node.segment.name());
   if (wantShm && !leader && !segmentName.empty()) node.open(rank, survey.localIndex, segmentName);
+  timer.step("addresses");
 
   const Paths paths = agreeOnPaths(*boot, survey, wantShm, node.ready);
   node.segment.unlink();  // every rank of the node has mapped it (or given up): no name is left
+  timer.step("paths");
 
   auto engine = std::make_shared<Engine>(
       stackEndpoint(std::move(fabric), std::move(node), survey, paths.shm, rank, size));
@@ -299,12 +330,10 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
   std::iota(peers.begin(), peers.end(), 0u);
   std::vector<int32_t> pids;       // only where single-copy reads are used
   std::vector<uint64_t> nodeKeys;  // per rank: the lowest rank on its node
+  std::unordered_map<std::string_view, uint64_t> firstOnNode;  // linear in the ranks
   for (const HelloMessage& h : survey.hello) {
     if (paths.singleCopy) pids.push_back(h.pid);
-    nodeKeys.push_back(static_cast<uint64_t>(
-        std::find_if(survey.hello.begin(), survey.hello.end(),
-                     [&](const HelloMessage& o) { return o.node == h.node; }) -
-        survey.hello.begin()));
+    nodeKeys.push_back(firstOnNode.try_emplace(h.node, nodeKeys.size()).first->second);
   }
   auto state =
       std::make_shared<CommState>(engine, 0, rank, std::move(peers), std::move(pids),
@@ -313,8 +342,10 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
     std::lock_guard<std::mutex> lock(engine->mu);
     state->start();
   }
+  timer.step("engine");
   boot->allGather(std::string());  // round 4: every rank's abort-notice receive is posted
   engine->startWatch();
+  timer.step("start");
   SHARC_INFO("rank " << rank << " of " << size << ": provider " << provider
                      << (survey.allLocal ? " (all ranks on this host)" : "")
                      << (engine->oversubscribed ? ", more ranks on this machine than CPUs" : "")
@@ -326,6 +357,7 @@ std::shared_ptr<Communicator> createCommunicator(std::unique_ptr<bootstrap::Boot
                                          " ranks of this node"
                                    : std::string())
                      << ", timeout " << timeout.count() << " ms");
+  SHARC_INFO("rank " << rank << ": init timings (ms): " << timer.line());
   return CommunicatorImpl::wrap(std::move(state));
 }
 
