@@ -8,6 +8,7 @@
 
 #include "cost_model.hpp"
 #include "hierarchical_pattern.hpp"
+#include "schedule.hpp"
 
 namespace sharc::algo::model {
 namespace {
@@ -78,8 +79,11 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
   const double forwards = o_ * static_cast<double>(L - 1) * (N - 1) * m * blChunk;
   const double local = o_ * static_cast<double>(L - 1) * N * m * blChunk;
   const double posts = C * (n_ - 1) * s;
-  const double window =
-      p_.postedSends > 0 ? p_.postedSends : std::numeric_limits<double>::infinity();
+  // The engine's window for a hierarchical rank's peers: N-1 across nodes, L-1 in its node.
+  const double window = p_.postedSends > 0
+                            ? static_cast<double>(sendWindow(static_cast<size_t>(N - 1 + L - 1),
+                                                             static_cast<size_t>(p_.postedSends)))
+                            : std::numeric_limits<double>::infinity();
   HierPaths h;
   h.local = local + al;
   h.fabric = fabric + af;

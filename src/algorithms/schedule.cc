@@ -357,6 +357,7 @@ Schedule::State Schedule::advance() {
   if (!started_) {
     started_ = true;
     if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
+    sendWindow_ = sendWindow(sendPeers());
     for (OpId id = 0; id < ops_.size(); ++id) {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
@@ -389,7 +390,7 @@ Schedule::State Schedule::advance() {
       readyRecvs_.pop();
       progressed = true;
     }
-    while (!readySends_.empty() && postedSends_ < kMaxPostedSends && state_ == State::Running) {
+    while (!readySends_.empty() && postedSends_ < sendWindow_ && state_ == State::Running) {
       if (!post(readySends_.front())) break;
       readySends_.pop_front();
       progressed = true;
@@ -415,6 +416,21 @@ Schedule::State Schedule::advance() {
     fail(Result::Timeout, describe() + ": timed out (SHARC_TIMEOUT_MS) " + waitingOn());
   }
   return state_;
+}
+
+size_t Schedule::sendPeers() const {
+  std::vector<bool> seen;
+  size_t n = 0;
+  for (const Op& op : ops_) {
+    if (op.kind != OpKind::Send) continue;
+    const auto p = static_cast<size_t>(op.peer);
+    if (p >= seen.size()) seen.resize(p + 1);
+    if (!seen[p]) {
+      seen[p] = true;
+      ++n;
+    }
+  }
+  return n;
 }
 
 std::string Schedule::waitingOn() const {

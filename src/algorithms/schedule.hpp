@@ -27,8 +27,19 @@ namespace sharc::algo {
 // the tuner's window term play the same). Bounding sends bounds what receivers may have to
 // buffer as unexpected messages; receives can be posted further ahead (they only help
 // matching).
-/// Sends a schedule keeps posted at once; the rest wait in the order they became ready.
-inline constexpr size_t kMaxPostedSends = 32;
+/// The fewest sends a schedule keeps posted at once.
+inline constexpr size_t kMinPostedSends = 32;
+/// The most sends a schedule keeps posted at once, whatever its peers.
+inline constexpr size_t kMaxPostedSends = 1024;
+/// Sends a schedule keeps posted at once, the rest waiting in the order they became ready:
+/// two per rank it sends to (one on each link while the next waits behind it), within
+/// [floor, kMaxPostedSends]. A fixed window let a rank's own sends to many nodes hold every
+/// place while its forwards waited (a hierarchical AllGather on 64 nodes ran 1.5x longer in
+/// the replay). Each receiver still gets at most two of a sender's messages ahead of it.
+constexpr size_t sendWindow(size_t sendPeers, size_t floor = kMinPostedSends) {
+  const size_t two = 2 * sendPeers;
+  return two < floor ? floor : (two < kMaxPostedSends ? two : kMaxPostedSends);
+}
 // At most recvWindow() receives are posted, oldest first: a quarter of what the endpoint's
 // provider holds posted (its fi_info rx_attr->size), at most kMaxPostedRecvs. The rest is left
 // to collectives running beside this one (FSDP overlaps an AllGather with a ReduceScatter), to
@@ -251,6 +262,8 @@ class Schedule final : public transport::TransferOwner {
   bool postTransfer(OpId id, const void* buf, void* rbuf);
   void releaseDeviceMemory() noexcept;  // gives scratch and staging back (destructor)
   std::string waitingOn() const;
+  // The distinct ranks this schedule sends to (its send window's measure).
+  size_t sendPeers() const;
 
   ScheduleContext ctx_;
   uint64_t tagBase_;
@@ -272,6 +285,7 @@ class Schedule final : public transport::TransferOwner {
   bool started_ = false;
   size_t done_ = 0;
   size_t posted_ = 0, postedSends_ = 0, postedRecvs_ = 0;
+  size_t sendWindow_ = kMinPostedSends;  // sendWindow() of the ranks it sends to, set at start
   size_t recvWindow_ = kMaxPostedRecvs;  // recvWindow() of the endpoint, set when it starts
   Result errorCode_ = Result::Success;
   std::string errorMessage_;

@@ -93,7 +93,7 @@ TunerParams TunerParams::defaults() {
   p.switchUs = 4.0;
   p.fabricHalfDuplex = true;  // this machine's fabric is tcp
   p.dmaTransfers = false;     // tcp and shared memory copy on the ranks' cores
-  p.postedSends = static_cast<int>(kMaxPostedSends);  // the engine's window
+  p.postedSends = static_cast<int>(kMinPostedSends);  // the engine's window's floor
   p.gpuCopyGbps = kGpuHbmGbps / 2;
   p.gpuReduceGbps = kGpuHbmGbps / 3;
   p.pcieGbps = model::kPcieGen5x16GBps;

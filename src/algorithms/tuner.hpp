@@ -69,10 +69,11 @@ struct TunerParams {
   /// set): the copies run on the ranks' own cores (tcp's socket copies, shared-memory FIFOs),
   /// as the reductions do. Not a SHARC_TUNER_FILE key.
   bool dmaTransfers = false;
-  /// Sends a rank keeps posted at once, the rest queued in the order they became ready: the
-  /// engine's kMaxPostedSends (schedule.hpp). It limits the hierarchical schedules where DMA
-  /// moves the bytes (cost_model.hpp, Hierarchical). 0: no limit (a default-constructed
-  /// TunerParams, and the NCCL backtest, whose algorithms have no such queue).
+  /// The fewest sends a rank keeps posted at once, the rest queued in the order they became
+  /// ready: the floor of the engine's sendWindow (schedule.hpp), which grows to two per peer.
+  /// It limits the hierarchical schedules where DMA moves the bytes (cost_model.hpp,
+  /// Hierarchical). 0: no limit (a default-constructed TunerParams, and the NCCL backtest,
+  /// whose algorithms have no such queue).
   int postedSends = 0;
   /// Share of `fabric.gbps` (the node's fabric, all its NICs) that one rank can drive in each
   /// direction (cost_model.hpp, Links): a rank stripes only over the NICs placed near it

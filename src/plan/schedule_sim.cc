@@ -21,11 +21,11 @@ namespace {
 
 using Kind = algo::Schedule::OpKind;
 using Ops = SimOps;
-// The engine's posting rules (schedule.hpp: kMaxPostedSends, recvWindow, inOrderRecvs):
-// sends in the order they became ready; receives oldest first, those ready ahead of an older
-// one still waiting taking at most the window less its in-order places. The window is the
-// engine's on a provider that holds 4 x kMaxPostedRecvs (4,096) posted receives or more.
-constexpr auto kMaxPostedSends = static_cast<uint32_t>(algo::kMaxPostedSends);
+// The engine's posting rules (schedule.hpp: sendWindow, recvWindow, inOrderRecvs): sends in
+// the order they became ready, two per peer the rank sends to (at least 32); receives oldest first,
+// those ready ahead of an older one still waiting taking at most the window less its in-order
+// places. The window is the engine's on a provider that holds 4 x kMaxPostedRecvs (4,096) posted
+// receives or more.
 constexpr auto kMaxPostedRecvs = static_cast<uint32_t>(algo::kMaxPostedRecvs);
 constexpr auto kInOrderRecvs = static_cast<uint32_t>(algo::inOrderRecvs(algo::kMaxPostedRecvs));
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -89,9 +89,18 @@ class Replay {
 
   SimResult run() {
     postedOrDone_.assign(ops_.kind.size(), 0);
+    std::vector<int> lastSendTo(static_cast<size_t>(n_), -1);
     for (int r = 0; r < n_; ++r) {
-      for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
+      size_t peers = 0;
+      for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g) {
         if (ops_.kind[g] == Kind::Recv) ranks_[r].recvOrder.push_back(g);
+        if (ops_.kind[g] == Kind::Send && lastSendTo[static_cast<size_t>(ops_.peer[g])] != r) {
+          lastSendTo[static_cast<size_t>(ops_.peer[g])] = r;
+          ++peers;
+        }
+      }
+      ranks_[r].sendWindow =
+          static_cast<uint32_t>(algo::sendWindow(peers));  // the engine's, whatever p_ says
     }
     for (int r = 0; r < n_; ++r) {
       for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
@@ -132,6 +141,7 @@ class Replay {
     size_t oldestUnposted = 0;
     std::vector<uint32_t> finished;  // completions the next advance takes in
     uint32_t postedSends = 0, postedRecvs = 0, done = 0;
+    uint32_t sendWindow = 0;  // the engine's sendWindow for the ranks it sends to
     double cpuFree = 0, lastDone = 0;
     bool scheduled = false;
   };
@@ -217,7 +227,7 @@ class Replay {
         }
         progressed = true;
       }
-      while (!k.sends.empty() && k.postedSends < kMaxPostedSends) {
+      while (!k.sends.empty() && k.postedSends < k.sendWindow) {
         const uint32_t g = k.sends.front();
         k.sends.pop_front();
         ++k.postedSends;
@@ -493,9 +503,9 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
     shape.chunkBytesSet = true;
   }
   algo::TunerParams params = tunerParams(cluster);
-  // The posting window the replay plays (the engine's 32 sends); the cluster's transport
-  // (DMA for the GPU profiles; a CPU transport for this host and calibration files).
-  params.postedSends = static_cast<int>(kMaxPostedSends);
+  // The posting window the replay plays (the engine's floor of 32 sends); the cluster's
+  // transport (DMA for the GPU profiles; a CPU transport for this host and calibration files).
+  params.postedSends = static_cast<int>(algo::kMinPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
   return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
 }

@@ -30,7 +30,7 @@ using simcheck::layout;
 algo::TunerParams p5Params() {
   algo::TunerParams p = tunerParams(simcheck::p5Like());
   p.dmaTransfers = true;
-  p.postedSends = static_cast<int>(algo::kMaxPostedSends);  // the engine's window
+  p.postedSends = static_cast<int>(algo::kMinPostedSends);  // the engine's window's floor
   return p;
 }
 

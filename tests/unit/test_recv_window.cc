@@ -1,5 +1,5 @@
 // How many receives a schedule keeps posted: a quarter of what the endpoint's provider holds
-// (schedule.hpp, recvWindow), read from the provider itself.
+// (schedule.hpp, recvWindow), read from the provider itself; and how many sends (sendWindow).
 #include <gtest/gtest.h>
 #include <rdma/fabric.h>
 
@@ -22,6 +22,16 @@ TEST(RecvWindow, AQuarterOfTheProvidersQueueWithinBounds) {
   EXPECT_EQ(algo::recvWindow(6), 4u);
   EXPECT_EQ(algo::recvWindow(0), 4u);
   EXPECT_EQ(algo::inOrderRecvs(algo::recvWindow(1024)), 64u);
+}
+
+TEST(SendWindow, TwoPerPeerWithinBounds) {
+  // Every schedule that runs on this host (at most 16 peers) keeps the floor of 32.
+  for (size_t peers = 0; peers <= 16; ++peers) EXPECT_EQ(algo::sendWindow(peers), 32u) << peers;
+  EXPECT_EQ(algo::sendWindow(17), 34u);
+  EXPECT_EQ(algo::sendWindow(63 + 7), 140u);  // hierarchical on 64 nodes of 8
+  EXPECT_EQ(algo::sendWindow(1023 + 7), algo::kMaxPostedSends);
+  EXPECT_EQ(algo::sendWindow(5, 0), 10u);  // another floor
+  EXPECT_EQ(algo::sendWindow(SIZE_MAX / 4), algo::kMaxPostedSends);
 }
 
 // What fi_getinfo says the provider's tagged RDM endpoints hold (the reference, asked
