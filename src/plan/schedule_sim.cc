@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -13,6 +14,7 @@
 
 #include "algorithms/schedule.hpp"
 #include "cluster_model.hpp"
+#include "schedule_flows.hpp"
 #include "schedule_ops.hpp"
 #include "sharc/error.hpp"
 
@@ -36,6 +38,7 @@ struct Event {
   uint64_t order;  // ties: first scheduled first (deterministic)
   Ev type;
   uint32_t id;
+  int group = 0;  // loop()'s group heap only
   bool operator>(const Event& o) const { return t != o.t ? t > o.t : order > o.order; }
 };
 
@@ -46,18 +49,11 @@ struct Message {
   uint32_t sendOp;
 };
 
-struct Flow {
-  static constexpr int kMaxLinks = 7;
-  uint32_t msg;
-  int res[kMaxLinks];  // the links it crosses (and, on a CPU transport, both progress threads)
-  int links;
-  double weight[kMaxLinks];  // what it takes of each link per byte it moves (1 but on a connection)
-  double remaining, rate;
-};
 
 class Replay {
  public:
-  Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops, size_t chunkBytes)
+  Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops, size_t chunkBytes,
+         double rateEpoch)
       : p_(p),
         map_(map),
         ops_(std::move(ops)),
@@ -65,24 +61,39 @@ class Replay {
         nodes_(map.nodes()),
         chunk_(static_cast<double>(algo::modelChunkBytes(chunkBytes))) {
     ranks_.resize(static_cast<size_t>(n_));
-    // Links: each node's NICs out and in; each rank's local link out and in; where a rank
-    // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
-    // rank's own NICs out and in at that share.
-    rankNics_ = p.fabricRankShare < 1;
-    const size_t res = 2 * static_cast<size_t>(nodes_ + n_) + (rankNics_ ? 2 * n_ : 0);
-    capacity_.assign(res, p.fabric.gbps * 1e3);  // bytes per us
-    for (size_t i = 2 * static_cast<size_t>(nodes_); i < 2 * static_cast<size_t>(nodes_ + n_); ++i)
-      capacity_[i] = p.local.gbps * 1e3;
-    for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
-      capacity_[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
     // On a CPU transport (tcp, shared memory: !dmaTransfers) the bytes move when the two
     // ranks' progress threads copy them (send/recv, FIFO copies), so a message stands still
     // while either thread reduces or copies: each rank's thread is a link its messages
     // cross, of unbounded rate while the thread is free and none while it is busy.
     cpuTransport_ = !p.dmaTransfers;
+    // By DMA, messages within a node and between nodes share no link: each node's local
+    // flows are a group of their own (rates recomputed for that node only), the fabric's
+    // another; on a CPU transport the threads tie them into one group.
+    split_ = !cpuTransport_;
+    fabric_ = split_ ? nodes_ : 0;
+    groups_.assign(static_cast<size_t>(fabric_ + 1), SimFlows());
+    groups_[static_cast<size_t>(fabric_)] = SimFlows(rateEpoch);
+    groupVer_.assign(groups_.size(), 0);
+    touched_.assign(groups_.size(), 0);
+    // Links: each node's NICs out and in; each rank's local link out and in; where a rank
+    // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
+    // rank's own NICs out and in at that share. Split, a node's local links are its group's
+    // (its ranks' out, then in).
+    rankNics_ = p.fabricRankShare < 1;
+    const size_t res = 2 * static_cast<size_t>(nodes_ + n_) + (rankNics_ ? 2 * n_ : 0);
+    std::vector<double>& cap = groups_[static_cast<size_t>(fabric_)].capacity;
+    cap.assign(res, p.fabric.gbps * 1e3);  // bytes per us
+    for (size_t i = 2 * static_cast<size_t>(nodes_); i < 2 * static_cast<size_t>(nodes_ + n_); ++i)
+      cap[i] = p.local.gbps * 1e3;
+    for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
+      cap[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
+    if (split_)
+      for (int k = 0; k < nodes_; ++k)
+        groups_[static_cast<size_t>(k)].capacity.assign(
+            2 * map.ranksOf[static_cast<size_t>(k)].size(), p.local.gbps * 1e3);
     if (cpuTransport_) {
-      threadBase_ = static_cast<int>(capacity_.size());
-      capacity_.resize(capacity_.size() + static_cast<size_t>(n_), kThreadFree);
+      threadBase_ = static_cast<int>(cap.size());
+      cap.resize(cap.size() + static_cast<size_t>(n_), kThreadFree);
       threadBusy_.assign(static_cast<size_t>(n_), 0);
     }
   }
@@ -128,7 +139,7 @@ class Replay {
     }
     out.messages = messages_.size();
     out.operations = ops_.kind.size();
-    out.rateUpdates = rateUpdates_;
+    for (const SimFlows& g : groups_) out.rateUpdates += g.updates();
     return out;
   }
 
@@ -299,8 +310,13 @@ class Replay {
       flowDone(id, now);
       return;
     }
-    Flow f{id, {}, 2, {}, m.bytes, 0};
+    SimFlow f;
+    f.msg = id;
+    f.links = 2;
+    f.remaining = m.bytes;
+    f.bytes = m.bytes;
     std::fill(std::begin(f.weight), std::end(f.weight), 1.0);
+    int group = fabric_;
     if (crosses(m)) {
       f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
       f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
@@ -319,10 +335,16 @@ class Replay {
       if (p_.fabricHalfDuplex && turn > 0) {
         f.weight[f.links] = turn * rails;
         const uint64_t pair = key(std::min(m.src, m.dst), std::max(m.src, m.dst), 0);
-        auto [it, added] = connection_.emplace(pair, static_cast<int>(capacity_.size()));
-        if (added) capacity_.push_back(p_.fabric.gbps * 1e3);
+        std::vector<double>& cap = groups_[static_cast<size_t>(fabric_)].capacity;
+        auto [it, added] = connection_.emplace(pair, static_cast<int>(cap.size()));
+        if (added) cap.push_back(p_.fabric.gbps * 1e3);
         f.res[f.links++] = it->second;
       }
+    } else if (split_) {  // the node's group: its ranks' local egress, then ingress
+      group = map_.nodeOf[static_cast<size_t>(m.src)];
+      f.res[0] = map_.localRank[static_cast<size_t>(m.src)];
+      f.res[1] = static_cast<int>(map_.ranksOf[static_cast<size_t>(group)].size()) +
+                 map_.localRank[static_cast<size_t>(m.dst)];
     } else {
       f.res[0] = 2 * nodes_ + m.src;       // rank's local egress
       f.res[1] = 2 * nodes_ + n_ + m.dst;  // rank's local ingress
@@ -331,8 +353,16 @@ class Replay {
       f.res[f.links++] = threadBase_ + m.src;
       f.res[f.links++] = threadBase_ + m.dst;
     }
-    flows_.push_back(f);
-    dirty_ = true;
+    groups_[static_cast<size_t>(group)].add(f, now);
+    ++onWire_;
+    touch(group);
+  }
+
+  void touch(int g) {
+    if (!touched_[static_cast<size_t>(g)]) {
+      touched_[static_cast<size_t>(g)] = 1;
+      touchedList_.push_back(g);
+    }
   }
 
   void arrive(uint32_t id, double now) {
@@ -351,75 +381,35 @@ class Replay {
     }
   }
 
-  // Max-min fair rates by progressive filling: the link with the smallest fair share fixes
-  // the rate of its flows; what they take (rate x weight) is removed from their other links;
-  // repeat.
-  void recomputeRates() {
-    ++rateUpdates_;
-    const size_t res = capacity_.size();
-    left_.assign(capacity_.begin(), capacity_.end());
-    count_.assign(res, 0);
-    weights_.assign(res, 0.0);
-    for (const Flow& f : flows_)
-      for (int j = 0; j < f.links; ++j) {
-        ++count_[f.res[j]];
-        weights_[f.res[j]] += f.weight[j];
-      }
-    begin_.assign(res + 1, 0);
-    for (size_t i = 0; i < res; ++i) begin_[i + 1] = begin_[i] + count_[i];
-    members_.resize(begin_[res]);
-    fill_.assign(begin_.begin(), begin_.end() - 1);
-    for (uint32_t i = 0; i < flows_.size(); ++i) {
-      for (int j = 0; j < flows_[i].links; ++j) members_[fill_[flows_[i].res[j]]++] = i;
-      flows_[i].rate = 0;
-    }
-    using Share = std::pair<double, uint32_t>;
-    std::priority_queue<Share, std::vector<Share>, std::greater<>> heap;
-    for (uint32_t i = 0; i < res; ++i)
-      if (count_[i] > 0) heap.push({left_[i] / weights_[i], i});
-    while (!heap.empty()) {
-      const auto [share, l] = heap.top();
-      heap.pop();
-      if (count_[l] == 0 || share != left_[l] / weights_[l]) continue;  // stale
-      count_[l] = 0;
-      for (uint32_t j = begin_[l]; j < begin_[l + 1]; ++j) {
-        Flow& f = flows_[members_[j]];
-        if (f.rate > 0) continue;
-        f.rate = share;
-        for (int j = 0; j < f.links; ++j) {
-          const auto other = static_cast<uint32_t>(f.res[j]);
-          if (other == l || count_[other] == 0) continue;
-          left_[other] = std::max(0.0, left_[other] - share * f.weight[j]);
-          weights_[other] = std::max(1e-12, weights_[other] - f.weight[j]);
-          if (--count_[other] > 0) heap.push({left_[other] / weights_[other], other});
-        }
-      }
-    }
-  }
-
+  // Events in time order; each group's next finish (or due update) in a heap of its own,
+  // an entry valid while the group's version is unchanged.
   void loop() {
     double now = 0;
-    while (!events_.empty() || !flows_.empty()) {
-      if (dirty_) {
-        recomputeRates();
-        dirty_ = false;
+    while (!events_.empty() || onWire_ > 0) {
+      for (int g : touchedList_) {
+        SimFlows& flows = groups_[static_cast<size_t>(g)];
+        touched_[static_cast<size_t>(g)] = 0;
+        flows.updateIfDue(now);
+        const uint32_t ver = ++groupVer_[static_cast<size_t>(g)];
+        if (const double t = flows.next(); t < kInf) groupDue_.push({t, 0, Ev::Advance, ver, g});
       }
-      double next = events_.empty() ? kInf : events_.top().t;
-      for (const Flow& f : flows_) next = std::min(next, now + f.remaining / f.rate);
-      const double dt = next - now;
-      now = next;
-      for (size_t i = 0; i < flows_.size();) {
-        Flow& f = flows_[i];
-        f.remaining -= f.rate * dt;
-        if (f.remaining <= std::max(1e-6, f.rate * 1e-9)) {  // the last byte has left
-          const uint32_t msg = f.msg;
-          flows_[i] = flows_.back();
-          flows_.pop_back();
-          dirty_ = true;
-          flowDone(msg, now);  // may start the pair's next message (appended: seen next pass)
-        } else {
-          ++i;
-        }
+      touchedList_.clear();
+      while (!groupDue_.empty() &&
+             groupDue_.top().id != groupVer_[static_cast<size_t>(groupDue_.top().group)])
+        groupDue_.pop();
+      now = std::min(events_.empty() ? kInf : events_.top().t,
+                     groupDue_.empty() ? kInf : groupDue_.top().t);
+      // the last bytes that have left (a pair's next message starts: on the wire next pass)
+      while (!groupDue_.empty() && groupDue_.top().t <= now) {
+        const Event d = groupDue_.top();
+        groupDue_.pop();
+        if (d.id != groupVer_[static_cast<size_t>(d.group)]) continue;
+        ++groupVer_[static_cast<size_t>(d.group)];
+        touch(d.group);
+        groups_[static_cast<size_t>(d.group)].finish(now, [&](uint32_t msg) {
+          --onWire_;
+          flowDone(msg, now);
+        });
       }
       while (!events_.empty() && events_.top().t <= now) {
         const Event e = events_.top();
@@ -440,8 +430,9 @@ class Replay {
   }
 
   void setThread(uint32_t r, double capacity) {
-    capacity_[static_cast<size_t>(threadBase_) + r] = capacity;
-    dirty_ = true;
+    groups_[0].capacity[static_cast<size_t>(threadBase_) + r] = capacity;  // one group
+    groups_[0].touch();
+    touch(0);
   }
 
   static constexpr double kThreadFree = 1e30;  // bytes per us: never the narrowest link
@@ -454,20 +445,23 @@ class Replay {
   std::vector<uint8_t> postedOrDone_;  // per operation: a receive posted (or matched)
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t order_ = 0;
-  bool inAdvance_ = false, dirty_ = false, rankNics_ = false, cpuTransport_ = false;
+  bool inAdvance_ = false, rankNics_ = false, cpuTransport_ = false;
   int threadBase_ = 0;           // cpuTransport_: the first progress-thread link
   std::vector<int> threadBusy_;  // per rank: its reductions and copies under way
   std::vector<Message> messages_;
   std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages
   std::unordered_set<uint32_t> posted_;             // receives posted and not yet matched
-  std::vector<Flow> flows_;
+  bool split_ = false;  // local and fabric flows in groups of their own
+  int fabric_ = 0;      // the fabric's group (split: after the nodes' local groups)
+  std::vector<SimFlows> groups_;
+  std::vector<uint32_t> groupVer_;
+  std::vector<uint8_t> touched_;  // per group: rates or finish times may have changed
+  std::vector<int> touchedList_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> groupDue_;  // id: version
+  size_t onWire_ = 0;
   std::unordered_map<uint64_t, std::deque<uint32_t>> pairs_;  // messages per (src, dst), in order
   std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
-  std::vector<double> capacity_, left_;
-  std::vector<uint32_t> count_, begin_, fill_, members_;
-  std::vector<double> weights_;  // per link: the weights of its flows not yet fixed
-  size_t rateUpdates_ = 0;
 };
 
 }  // namespace
@@ -479,13 +473,13 @@ algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
 }
 
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
-                   algo::Algorithm a, size_t chunkBytes) {
+                   algo::Algorithm a, size_t chunkBytes, double rateEpochUs) {
   if (map.size() < 1) throw Error(Result::InvalidArgument, "simulate: the node map has no ranks");
   if (simCountPerRank(c, bytes, map.size()) == 0)
     throw Error(Result::InvalidArgument, "simulate: " + std::to_string(bytes) +
                                              " bytes give no float32 element per rank on " +
                                              std::to_string(map.size()) + " ranks");
-  Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes);
+  Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes, rateEpochUs);
   return replay.run();
 }
 
@@ -507,7 +501,8 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
   // transport (DMA for the GPU profiles; a CPU transport for this host and calibration files).
   params.postedSends = static_cast<int>(algo::kMinPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
-  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
+  const char* ep = std::getenv("SIM_EPOCH");
+  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes, ep ? std::atof(ep) : 0).us;
 }
 
 }  // namespace sharc::plan

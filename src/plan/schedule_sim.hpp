@@ -59,7 +59,7 @@ struct SimResult {
 /// sharc::Error(InvalidArgument) for an empty map or too few bytes, and sharc::Error(InternalError)
 /// if the replay deadlocks (a receive no rank sends).
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
-                   algo::Algorithm a, size_t chunkBytes);
+                   algo::Algorithm a, size_t chunkBytes, double rateEpochUs = 0);
 
 /// The shape the model is given for the same call (bytes per rank rounded as simulate does).
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map);
