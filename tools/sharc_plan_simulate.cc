@@ -14,7 +14,7 @@ namespace {
 
 // The replay plays every message of every rank: a few hundred ranks take seconds to a
 // minute per call, thousands would take hours.
-constexpr int kMaxSimulatedRanks = 1024;
+constexpr int kMaxSimulatedRanks = 8192;
 
 struct SimRow {
   Prediction model;

@@ -101,10 +101,16 @@ void SimFlows::update(double now) {
   std::priority_queue<Share, std::vector<Share>, std::greater<>> heap;
   for (uint32_t i = 0; i < res; ++i)
     if (count_[i] > 0) heap.push({left_[i] / weights_[i], i});
+  // A link's share only grows as flows fixed at a smaller one leave it, so an entry that is
+  // out of date is below the link's share: taken again at its share when it comes up.
   while (!heap.empty()) {
     const auto [share, l] = heap.top();
     heap.pop();
-    if (count_[l] == 0 || share != left_[l] / weights_[l]) continue;  // stale
+    if (count_[l] == 0) continue;
+    if (const double now = left_[l] / weights_[l]; share != now) {
+      heap.push({now, l});
+      continue;
+    }
     count_[l] = 0;
     for (uint32_t m = begin_[l]; m < begin_[l + 1]; ++m) {
       SimFlow& f = pool_[members_[m]];
@@ -115,7 +121,7 @@ void SimFlows::update(double now) {
         if (other == l || count_[other] == 0) continue;
         left_[other] = std::max(0.0, left_[other] - share * f.weight[j]);
         weights_[other] = std::max(1e-12, weights_[other] - f.weight[j]);
-        if (--count_[other] > 0) heap.push({left_[other] / weights_[other], other});
+        --count_[other];
       }
     }
   }

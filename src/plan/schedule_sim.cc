@@ -71,31 +71,58 @@ class Replay {
     // another; on a CPU transport the threads tie them into one group.
     split_ = !cpuTransport_;
     fabric_ = split_ ? nodes_ : 0;
-    groups_.assign(static_cast<size_t>(fabric_ + 1), SimFlows());
-    groups_[static_cast<size_t>(fabric_)] = SimFlows(rateEpoch);
-    groupVer_.assign(groups_.size(), 0);
-    touched_.assign(groups_.size(), 0);
     // Links: each node's NICs out and in; each rank's local link out and in; where a rank
     // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
     // rank's own NICs out and in at that share. Split, a node's local links are its group's
     // (its ranks' out, then in).
     rankNics_ = p.fabricRankShare < 1;
+    nodeImplied_.assign(static_cast<size_t>(nodes_), 0);
+    bool implied = rankNics_;
+    for (int k = 0; rankNics_ && k < nodes_; ++k) {
+      nodeImplied_[static_cast<size_t>(k)] =
+          static_cast<double>(map.ranksOf[static_cast<size_t>(k)].size()) * p.fabricRankShare <=
+          1 + 1e-12;
+      implied = implied && nodeImplied_[static_cast<size_t>(k)];
+    }
+    // Where no node link binds and every message between nodes goes from a rank to the rank
+    // of the same local index (the hierarchical schedules: rail-aligned), the fabric's flows
+    // of each local index share no link with the others': a group per local index.
+    rails_ = split_ && implied && !p.fabricHalfDuplex && railAligned() ? map.maxLocal() : 1;
+    groups_.assign(static_cast<size_t>(fabric_ + rails_), SimFlows());
+    groupVer_.assign(groups_.size(), 0);
+    touched_.assign(groups_.size(), 0);
     const size_t res = 2 * static_cast<size_t>(nodes_ + n_) + (rankNics_ ? 2 * n_ : 0);
-    std::vector<double>& cap = groups_[static_cast<size_t>(fabric_)].capacity;
-    cap.assign(res, p.fabric.gbps * 1e3);  // bytes per us
+    std::vector<double> cap(res, p.fabric.gbps * 1e3);  // bytes per us
     for (size_t i = 2 * static_cast<size_t>(nodes_); i < 2 * static_cast<size_t>(nodes_ + n_); ++i)
       cap[i] = p.local.gbps * 1e3;
     for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
       cap[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
+    for (int g = 0; g < rails_; ++g) {
+      groups_[static_cast<size_t>(fabric_ + g)] = SimFlows(rateEpoch);
+      groups_[static_cast<size_t>(fabric_ + g)].capacity = cap;
+    }
     if (split_)
       for (int k = 0; k < nodes_; ++k)
         groups_[static_cast<size_t>(k)].capacity.assign(
             2 * map.ranksOf[static_cast<size_t>(k)].size(), p.local.gbps * 1e3);
     if (cpuTransport_) {
-      threadBase_ = static_cast<int>(cap.size());
-      cap.resize(cap.size() + static_cast<size_t>(n_), kThreadFree);
+      std::vector<double>& one = groups_[0].capacity;  // not split: one group
+      threadBase_ = static_cast<int>(one.size());
+      one.resize(one.size() + static_cast<size_t>(n_), kThreadFree);
       threadBusy_.assign(static_cast<size_t>(n_), 0);
     }
+  }
+
+  bool railAligned() const {
+    for (int r = 0; r < n_; ++r)
+      for (uint32_t g = ops_.base[static_cast<size_t>(r)]; g < ops_.base[static_cast<size_t>(r) + 1];
+           ++g) {
+        const auto q = static_cast<size_t>(ops_.peer[g]);
+        if (ops_.kind[g] == Kind::Send && map_.nodeOf[q] != map_.nodeOf[static_cast<size_t>(r)] &&
+            map_.localRank[q] != map_.localRank[static_cast<size_t>(r)])
+          return false;
+      }
+    return true;
   }
 
   SimResult run() {
@@ -140,6 +167,8 @@ class Replay {
     out.messages = messages_.size();
     out.operations = ops_.kind.size();
     for (const SimFlows& g : groups_) out.rateUpdates += g.updates();
+    if (std::getenv("SIM_DEBUG"))
+      fprintf(stderr, "fabric updates %zu total %zu messages %zu local %.2fs fabric %.2fs\n", groups_[fabric_].updates() * rails_, out.rateUpdates, messages_.size(), dbgT_[0], dbgT_[1]);
     return out;
   }
 
@@ -316,10 +345,15 @@ class Replay {
     f.remaining = m.bytes;
     f.bytes = m.bytes;
     std::fill(std::begin(f.weight), std::end(f.weight), 1.0);
-    int group = fabric_;
+    int group = fabric_ + (rails_ > 1 ? map_.localRank[static_cast<size_t>(m.src)] : 0);
     if (crosses(m)) {
-      f.res[0] = map_.nodeOf[static_cast<size_t>(m.src)];           // NIC egress
-      f.res[1] = nodes_ + map_.nodeOf[static_cast<size_t>(m.dst)];  // NIC ingress
+      // The node's NICs out and in, unless its ranks' own NICs add up to no more (then
+      // the node's link never binds: leaving it out changes no rate).
+      const int from = map_.nodeOf[static_cast<size_t>(m.src)];
+      const int to = map_.nodeOf[static_cast<size_t>(m.dst)];
+      f.links = 0;
+      if (!nodeImplied_[static_cast<size_t>(from)]) f.res[f.links++] = from;
+      if (!nodeImplied_[static_cast<size_t>(to)]) f.res[f.links++] = nodes_ + to;
       if (rankNics_) {  // the sender's own NICs out, the receiver's in
         f.res[f.links++] = 2 * (nodes_ + n_) + m.src;
         f.res[f.links++] = 2 * (nodes_ + n_) + n_ + m.dst;
@@ -389,7 +423,9 @@ class Replay {
       for (int g : touchedList_) {
         SimFlows& flows = groups_[static_cast<size_t>(g)];
         touched_[static_cast<size_t>(g)] = 0;
+        auto t0 = std::chrono::steady_clock::now();
         flows.updateIfDue(now);
+        dbgT_[g >= fabric_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const uint32_t ver = ++groupVer_[static_cast<size_t>(g)];
         if (const double t = flows.next(); t < kInf) groupDue_.push({t, 0, Ev::Advance, ver, g});
       }
@@ -452,14 +488,17 @@ class Replay {
   std::unordered_map<uint64_t, uint32_t> waiting_;  // posted receives by (src, dst, slot)
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages
   std::unordered_set<uint32_t> posted_;             // receives posted and not yet matched
+  std::vector<uint8_t> nodeImplied_;  // per node: its ranks' NICs add up to the node's at most
   bool split_ = false;  // local and fabric flows in groups of their own
-  int fabric_ = 0;      // the fabric's group (split: after the nodes' local groups)
+  int fabric_ = 0;      // the fabric's first group (split: after the nodes' local groups)
+  int rails_ = 1;       // the fabric's groups: one, or one per local index
   std::vector<SimFlows> groups_;
   std::vector<uint32_t> groupVer_;
   std::vector<uint8_t> touched_;  // per group: rates or finish times may have changed
   std::vector<int> touchedList_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> groupDue_;  // id: version
   size_t onWire_ = 0;
+  double dbgT_[2] = {0, 0};
   std::unordered_map<uint64_t, std::deque<uint32_t>> pairs_;  // messages per (src, dst), in order
   std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
 };
