@@ -28,7 +28,7 @@ void SimFlows::add(SimFlow f, double now) {
 }
 
 void SimFlows::updateIfDue(double now) {
-  if (dirty_ && now >= last_ + epochUs_) update(now);
+  if (dirty_) update(now);
 }
 
 double SimFlows::next() {
@@ -42,7 +42,7 @@ double SimFlows::next() {
     std::pop_heap(due_.begin(), due_.end(), std::greater<>());
     due_.pop_back();
   }
-  return dirty_ ? std::min(t, last_ + epochUs_) : t;
+  return t;
 }
 
 bool SimFlows::popFinished(double now, uint32_t& msg) {
@@ -74,11 +74,17 @@ bool SimFlows::popFinished(double now, uint32_t& msg) {
 void SimFlows::update(double now) {
   ++updates_;
   dirty_ = false;
-  last_ = now;
+  // Only the links some flow crosses are set up (a group's links may be a few of many).
   const size_t res = capacity.size();
-  left_.assign(capacity.begin(), capacity.end());
-  count_.assign(res, 0);
-  weights_.assign(res, 0.0);
+  if (stamp_.size() < res) {
+    stamp_.resize(res, 0);
+    left_.resize(res);
+    weights_.resize(res);
+    count_.resize(res);
+    total_.resize(res);
+    begin_.resize(res);
+  }
+  used_.clear();
   for (size_t i = 0; i < pool_.size(); ++i) {
     if (!alive_[i]) continue;
     SimFlow& f = pool_[i];
@@ -86,21 +92,35 @@ void SimFlows::update(double now) {
     f.since = now;
     f.rate = 0;
     for (int j = 0; j < f.links; ++j) {
-      ++count_[f.res[j]];
-      weights_[f.res[j]] += f.weight[j];
+      const auto l = static_cast<uint32_t>(f.res[j]);
+      if (stamp_[l] != updates_) {
+        stamp_[l] = updates_;
+        left_[l] = capacity[l];
+        weights_[l] = 0;
+        count_[l] = 0;
+        used_.push_back(l);
+      }
+      ++count_[l];
+      weights_[l] += f.weight[j];
     }
   }
-  begin_.assign(res + 1, 0);
-  for (size_t i = 0; i < res; ++i) begin_[i + 1] = begin_[i] + count_[i];
-  members_.resize(begin_[res]);
-  fill_.assign(begin_.begin(), begin_.end() - 1);
+  uint32_t at = 0;
+  for (uint32_t l : used_) {
+    begin_[l] = at;
+    total_[l] = count_[l];
+    at += count_[l];
+  }
+  members_.resize(at);
+  for (uint32_t l : used_) total_[l] = 0;
   for (uint32_t i = 0; i < pool_.size(); ++i)
     if (alive_[i])
-      for (int j = 0; j < pool_[i].links; ++j) members_[fill_[pool_[i].res[j]]++] = i;
+      for (int j = 0; j < pool_[i].links; ++j) {
+        const auto l = static_cast<uint32_t>(pool_[i].res[j]);
+        members_[begin_[l] + total_[l]++] = i;
+      }
   using Share = std::pair<double, uint32_t>;
   std::priority_queue<Share, std::vector<Share>, std::greater<>> heap;
-  for (uint32_t i = 0; i < res; ++i)
-    if (count_[i] > 0) heap.push({left_[i] / weights_[i], i});
+  for (uint32_t l : used_) heap.push({left_[l] / weights_[l], l});
   // A link's share only grows as flows fixed at a smaller one leave it, so an entry that is
   // out of date is below the link's share: taken again at its share when it comes up.
   while (!heap.empty()) {
@@ -112,7 +132,7 @@ void SimFlows::update(double now) {
       continue;
     }
     count_[l] = 0;
-    for (uint32_t m = begin_[l]; m < begin_[l + 1]; ++m) {
+    for (uint32_t m = begin_[l]; m < begin_[l] + total_[l]; ++m) {
       SimFlow& f = pool_[members_[m]];
       if (f.rate > 0) continue;
       f.rate = share;
@@ -126,14 +146,9 @@ void SimFlows::update(double now) {
     }
   }
   due_.clear();
-  double shortest = std::numeric_limits<double>::infinity();
   for (uint32_t i = 0; i < pool_.size(); ++i)
-    if (alive_[i] && pool_[i].rate > 0) {
+    if (alive_[i] && pool_[i].rate > 0)
       due_.push_back({now + pool_[i].remaining / pool_[i].rate, i, gen_[i]});
-      shortest = std::min(shortest, pool_[i].bytes / pool_[i].rate);
-    }
-  epochUs_ = epoch_ > 0 && shortest < std::numeric_limits<double>::infinity() ? epoch_ * shortest
-                                                                                : 0;
   std::make_heap(due_.begin(), due_.end(), std::greater<>());
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -53,7 +52,7 @@ struct Message {
 class Replay {
  public:
   Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops, size_t chunkBytes,
-         double rateEpoch)
+         const SimOptions& options)
       : p_(p),
         map_(map),
         ops_(std::move(ops)),
@@ -69,7 +68,7 @@ class Replay {
     // By DMA, messages within a node and between nodes share no link: each node's local
     // flows are a group of their own (rates recomputed for that node only), the fabric's
     // another; on a CPU transport the threads tie them into one group.
-    split_ = !cpuTransport_;
+    split_ = options.groupFlows && !cpuTransport_;
     fabric_ = split_ ? nodes_ : 0;
     // Links: each node's NICs out and in; each rank's local link out and in; where a rank
     // drives only its share of the node's NICs (TunerParams::fabricRankShare < 1), each
@@ -78,7 +77,7 @@ class Replay {
     rankNics_ = p.fabricRankShare < 1;
     nodeImplied_.assign(static_cast<size_t>(nodes_), 0);
     bool implied = rankNics_;
-    for (int k = 0; rankNics_ && k < nodes_; ++k) {
+    for (int k = 0; options.groupFlows && rankNics_ && k < nodes_; ++k) {
       nodeImplied_[static_cast<size_t>(k)] =
           static_cast<double>(map.ranksOf[static_cast<size_t>(k)].size()) * p.fabricRankShare <=
           1 + 1e-12;
@@ -98,7 +97,6 @@ class Replay {
     for (size_t i = 2 * static_cast<size_t>(nodes_ + n_); i < res; ++i)
       cap[i] = p.fabricRankShare * p.fabric.gbps * 1e3;
     for (int g = 0; g < rails_; ++g) {
-      groups_[static_cast<size_t>(fabric_ + g)] = SimFlows(rateEpoch);
       groups_[static_cast<size_t>(fabric_ + g)].capacity = cap;
     }
     if (split_)
@@ -167,8 +165,6 @@ class Replay {
     out.messages = messages_.size();
     out.operations = ops_.kind.size();
     for (const SimFlows& g : groups_) out.rateUpdates += g.updates();
-    if (std::getenv("SIM_DEBUG"))
-      fprintf(stderr, "fabric updates %zu total %zu messages %zu local %.2fs fabric %.2fs\n", groups_[fabric_].updates() * rails_, out.rateUpdates, messages_.size(), dbgT_[0], dbgT_[1]);
     return out;
   }
 
@@ -343,7 +339,6 @@ class Replay {
     f.msg = id;
     f.links = 2;
     f.remaining = m.bytes;
-    f.bytes = m.bytes;
     std::fill(std::begin(f.weight), std::end(f.weight), 1.0);
     int group = fabric_ + (rails_ > 1 ? map_.localRank[static_cast<size_t>(m.src)] : 0);
     if (crosses(m)) {
@@ -423,9 +418,7 @@ class Replay {
       for (int g : touchedList_) {
         SimFlows& flows = groups_[static_cast<size_t>(g)];
         touched_[static_cast<size_t>(g)] = 0;
-        auto t0 = std::chrono::steady_clock::now();
         flows.updateIfDue(now);
-        dbgT_[g >= fabric_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const uint32_t ver = ++groupVer_[static_cast<size_t>(g)];
         if (const double t = flows.next(); t < kInf) groupDue_.push({t, 0, Ev::Advance, ver, g});
       }
@@ -498,7 +491,6 @@ class Replay {
   std::vector<int> touchedList_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> groupDue_;  // id: version
   size_t onWire_ = 0;
-  double dbgT_[2] = {0, 0};
   std::unordered_map<uint64_t, std::deque<uint32_t>> pairs_;  // messages per (src, dst), in order
   std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
 };
@@ -512,13 +504,13 @@ algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
 }
 
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
-                   algo::Algorithm a, size_t chunkBytes, double rateEpochUs) {
+                   algo::Algorithm a, size_t chunkBytes, const SimOptions& options) {
   if (map.size() < 1) throw Error(Result::InvalidArgument, "simulate: the node map has no ranks");
   if (simCountPerRank(c, bytes, map.size()) == 0)
     throw Error(Result::InvalidArgument, "simulate: " + std::to_string(bytes) +
                                              " bytes give no float32 element per rank on " +
                                              std::to_string(map.size()) + " ranks");
-  Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes, rateEpochUs);
+  Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes, options);
   return replay.run();
 }
 
@@ -540,8 +532,7 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
   // transport (DMA for the GPU profiles; a CPU transport for this host and calibration files).
   params.postedSends = static_cast<int>(algo::kMinPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
-  const char* ep = std::getenv("SIM_EPOCH");
-  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes, ep ? std::atof(ep) : 0).us;
+  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
 }
 
 }  // namespace sharc::plan

@@ -50,6 +50,17 @@ struct SimResult {
   size_t rateUpdates = 0;  ///< max-min recomputations (a measure of the simulation's work)
 };
 
+/// How the replay computes the links' rates; every choice gives the same times (to rounding:
+/// test_schedule_sim_scale compares them).
+struct SimOptions {
+  /// Recompute rates only for the flows of the group that changed: flows that share no link
+  /// (by DMA: each node's local flows, the fabric's; where no node link binds and every
+  /// message between nodes stays on its rail, each rail's), and leave out a node's NIC link
+  /// where its ranks' NICs add up to no more. false: one max-min over every flow and link
+  /// at every change (the reference; hours at 2,048 ranks).
+  bool groupFlows = true;
+};
+
 /// Replays `c` of `bytes` (AllGather output, ReduceScatter input, AllReduce vector; float32
 /// elements, rounded down to whole elements per rank) on the ranks of `map` with algorithm
 /// `a` cut into `chunkBytes` pieces, over links with the parameters `p` (only one core per
@@ -59,7 +70,7 @@ struct SimResult {
 /// sharc::Error(InvalidArgument) for an empty map or too few bytes, and sharc::Error(InternalError)
 /// if the replay deadlocks (a receive no rank sends).
 SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collective c, size_t bytes,
-                   algo::Algorithm a, size_t chunkBytes, double rateEpochUs = 0);
+                   algo::Algorithm a, size_t chunkBytes, const SimOptions& options = {});
 
 /// The shape the model is given for the same call (bytes per rank rounded as simulate does).
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map);
