@@ -3,7 +3,7 @@
 //                          the physical bound (and --plot FILE.png through matplotlib)
 //   sharc-plan fsdp        the ranked (hybrid_shard_degree, tensor_parallel_degree) table
 //   sharc-plan backtest    the cost model against published NCCL runs
-//   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 1,024 ranks)
+//   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 2,048 ranks)
 // This file: main, the shared option handling and `collective`; sharc_plan_fsdp.cc the rest.
 #include <signal.h>
 #include <spawn.h>
@@ -67,8 +67,8 @@ const char kHelp[] =
     "sharc-plan simulate CLUSTER [--collective all_gather] [--nodes 2,4,8] [-b 1M] [-e 256M]\n"
     "    [-f 4] [--algorithm NAME] [--json]\n"
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
-    "  (same algorithm and chunk), and the model's error; at most 1,024 ranks (256 ranks take\n"
-    "  up to a minute per size).\n"
+    "  (same algorithm and chunk), and the model's error; at most 2,048 ranks (256 p5 nodes\n"
+    "  take one to three minutes per size).\n"
     "\n"
     "CLUSTER: --cluster NAME (a built-in profile) | --cluster-file F (`key = value` lines of\n"
     "  the Cluster fields) | --calibration F (a sharc-perf --calibrate file) | --this-host\n"

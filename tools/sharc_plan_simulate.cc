@@ -12,9 +12,10 @@
 namespace sharc::plan::cli {
 namespace {
 
-// The replay plays every message of every rank: a few hundred ranks take seconds to a
-// minute per call, thousands would take hours.
-constexpr int kMaxSimulatedRanks = 8192;
+// The replay plays every message of every rank: 1,024 ranks take seconds to a minute per
+// call, 2,048 (256 p5 nodes, about 4 million messages) one to three minutes and up to
+// 1.2 GB; beyond, its messages and memory grow with the square of the ranks.
+constexpr int kMaxSimulatedRanks = 2048;
 
 struct SimRow {
   Prediction model;

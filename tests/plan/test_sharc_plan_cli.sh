@@ -29,9 +29,9 @@ for r, m in zip(s, c):
     err = 100 * (r["model_us"] - r["replay_us"]) / r["replay_us"]
     assert abs(r["error_pct"] - err) < 1e-3, r
 PY
-  out=$("$plan" simulate --cluster p5.48xlarge --nodes 200 2>&1)
+  out=$("$plan" simulate --cluster p5.48xlarge --nodes 300 2>&1)
   rc=$?
-  [[ $rc == 2 && $out == *"at most 1024 ranks"* ]] || fail "simulate --nodes 200: exit $rc: $out"
+  [[ $rc == 2 && $out == *"at most 2048 ranks"* ]] || fail "simulate --nodes 300: exit $rc: $out"
   echo "simulate: OK"
   ;;
 paths)
