@@ -31,7 +31,6 @@ class SimFlows {
   /// (then call touch()).
   std::vector<double> capacity;
 
-
   /// Puts `f` on the wire at `now` (rate 0 until the next update).
   void add(SimFlow f, double now);
   /// A capacity changed: rates are stale.

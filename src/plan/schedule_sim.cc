@@ -48,7 +48,6 @@ struct Message {
   uint32_t sendOp;
 };
 
-
 class Replay {
  public:
   Replay(const algo::TunerParams& p, const algo::NodeMap& map, Ops ops, size_t chunkBytes,
@@ -113,8 +112,8 @@ class Replay {
 
   bool railAligned() const {
     for (int r = 0; r < n_; ++r)
-      for (uint32_t g = ops_.base[static_cast<size_t>(r)]; g < ops_.base[static_cast<size_t>(r) + 1];
-           ++g) {
+      for (uint32_t g = ops_.base[static_cast<size_t>(r)];
+           g < ops_.base[static_cast<size_t>(r) + 1]; ++g) {
         const auto q = static_cast<size_t>(ops_.peer[g]);
         if (ops_.kind[g] == Kind::Send && map_.nodeOf[q] != map_.nodeOf[static_cast<size_t>(r)] &&
             map_.localRank[q] != map_.localRank[static_cast<size_t>(r)])
@@ -482,9 +481,9 @@ class Replay {
   std::unordered_map<uint64_t, double> arrived_;    // unexpected messages
   std::unordered_set<uint32_t> posted_;             // receives posted and not yet matched
   std::vector<uint8_t> nodeImplied_;  // per node: its ranks' NICs add up to the node's at most
-  bool split_ = false;  // local and fabric flows in groups of their own
-  int fabric_ = 0;      // the fabric's first group (split: after the nodes' local groups)
-  int rails_ = 1;       // the fabric's groups: one, or one per local index
+  bool split_ = false;                // local and fabric flows in groups of their own
+  int fabric_ = 0;  // the fabric's first group (split: after the nodes' local groups)
+  int rails_ = 1;   // the fabric's groups: one, or one per local index
   std::vector<SimFlows> groups_;
   std::vector<uint32_t> groupVer_;
   std::vector<uint8_t> touched_;  // per group: rates or finish times may have changed

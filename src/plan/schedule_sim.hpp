@@ -30,6 +30,11 @@
 //     busy).
 // The parameters are the tuner's (algo::TunerParams), so model and simulation differ only in
 // method: the model sums per-step terms, the simulation plays out the dependencies.
+//
+// Cost: the rates are recomputed (max-min, over the flows of one group: SimOptions) at every
+// point in time where a flow starts or ends; each flow's finish time waits in a heap. 2,048
+// p5 ranks (256 nodes, about 4 million messages per call) replay in about 1.5 minutes per
+// size on one core, in about 0.7 GB.
 #pragma once
 
 #include <cstddef>

@@ -39,11 +39,10 @@ TEST(ScheduleSimScale, GroupedRatesMatchTheReference) {
   for (const char* name : {"p5.48xlarge", "p4d.24xlarge"}) {
     const algo::TunerParams p = replayParams(builtinCluster(name));
     for (const std::vector<int>& sizes :
-         {std::vector<int>{8, 8}, std::vector<int>{8, 8, 8, 8},
-          std::vector<int>{8, 8, 4}})
+         {std::vector<int>{8, 8}, std::vector<int>{8, 8, 8, 8}, std::vector<int>{8, 8, 4}})
       for (Algorithm a : {Algorithm::Hierarchical, Algorithm::Ring, Algorithm::RecursiveDoubling})
-        for (Collective c : {Collective::AllGather, Collective::ReduceScatter,
-                             Collective::AllReduce})
+        for (Collective c :
+             {Collective::AllGather, Collective::ReduceScatter, Collective::AllReduce})
           for (size_t bytes : {32 * kMiB, 512 * kMiB}) {
             const algo::NodeMap map = simcheck::layout(sizes);
             const size_t chunk = a == Algorithm::Hierarchical ? 256 << 10 : 4 * kMiB;
@@ -72,8 +71,8 @@ void expectRowAgrees(const TableRow& r, double tolerance) {
   const double replay = simulateUs(c, r.nodes, r.coll, r.bytes, model.algorithm, model.chunkBytes);
   EXPECT_LE(std::abs(model.predictedUs - replay), tolerance * replay)
       << r.cluster << " " << collectiveName(r.coll) << " " << r.nodes << " nodes "
-      << simcheck::sizeName(r.bytes) << " " << model.algorithm << ": model "
-      << model.predictedUs << " us, replay " << replay << " us";
+      << simcheck::sizeName(r.bytes) << " " << model.algorithm << ": model " << model.predictedUs
+      << " us, replay " << replay << " us";
 }
 
 // 2,048 ranks (256 nodes of 8): rows the replay plays in seconds.
