@@ -68,7 +68,7 @@ const char kHelp[] =
     "    [-f 4] [--algorithm NAME] [--json]\n"
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
     "  (same algorithm and chunk), and the model's error; at most 2,048 ranks (256 p5 nodes\n"
-    "  take one to three minutes per size).\n"
+    "  take half a minute to two minutes per size).\n"
     "\n"
     "CLUSTER: --cluster NAME (a built-in profile) | --cluster-file F (`key = value` lines of\n"
     "  the Cluster fields) | --calibration F (a sharc-perf --calibrate file) | --this-host\n"

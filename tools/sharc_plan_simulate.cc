@@ -13,8 +13,8 @@ namespace sharc::plan::cli {
 namespace {
 
 // The replay plays every message of every rank: 1,024 ranks take seconds to a minute per
-// call, 2,048 (256 p5 nodes, about 4 million messages) one to three minutes and up to
-// 1.2 GB; beyond, its messages and memory grow with the square of the ranks.
+// call, 2,048 (256 p5 nodes, about 4 million messages) half a minute to two minutes and up
+// to 2.3 GB; beyond, its messages and memory grow with the square of the ranks.
 constexpr int kMaxSimulatedRanks = 2048;
 
 struct SimRow {

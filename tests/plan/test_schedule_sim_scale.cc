@@ -31,8 +31,8 @@ algo::TunerParams replayParams(const Cluster& c) {
 // nodes, for the rail-aligned hierarchical schedules (a group per rail) and the others (one
 // fabric group), on p5 (node links implied by the ranks' NICs) and p4d (not). Not to the
 // last bit: the sums run in another order, and where that rounding moves one of two events
-// due at the same time ahead of the other, the replay goes on from another order (a few of
-// these calls, by at most 0.12 % on 2 to 8 nodes).
+// due at the same time ahead of the other, the replay goes on from another order (6 of these
+// 108 calls, by at most 0.12 %).
 constexpr double kRoundingOrder = 0.005;
 TEST(ScheduleSimScale, GroupedRatesMatchTheReference) {
   const SimOptions reference{false};
