@@ -120,6 +120,11 @@ check() {
     "build/tests/plan/test_schedule_sim --table --quick" | \
       "build/tests/plan/test_schedule_sim --table --layout 8+4 --algorithm hierarchical --collective all_reduce --min-bytes 16")
       echo "run: same >/dev/null" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 32M -e 2G -f 4" | \
+      "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 256 -b 32M -e 2G -f 4")
+      echo "covered: 3-9 minutes on 2 cores (docs/planning.md has its table); CTest plan.ScheduleSimScale.ModelAgreesAt2048Ranks replays 256 nodes at 32 MiB" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 128M -e 128M")
+      echo "skip: about 40 s and 1 GB at 2,048 ranks; CTest plan.ScheduleSimScale.* replays up to 512 ranks hierarchical" ;;
     "build/tests/plan/test_schedule_sim --table")
       echo "skip: the whole sweep, 15-21 minutes on 2 cores (docs/planning.md has its table)" ;;
     "SHARC_SHM=0 SHARC_ALGO=ring SHARC_CHUNK_BYTES=65536 SHARC_TIMEOUT_MS=10000 build/perf/sharc-perf all_reduce -b 32M -e 32M -N 4 -n 1 -w 0 -c 1")

@@ -34,7 +34,7 @@
 // Cost: the rates are recomputed (max-min, over the flows of one group: SimOptions) at every
 // point in time where a flow starts or ends; each flow's finish time waits in a heap. 2,048
 // p5 ranks (256 nodes, about 4 million messages per call) replay in half a minute to two
-// minutes per size on one core, in up to 2.3 GB (docs/planning.md, "The replay at scale").
+// minutes per size on one core, in up to 2.3 GB (docs/replay-scale.md).
 #pragma once
 
 #include <cstddef>
