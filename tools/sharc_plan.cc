@@ -4,6 +4,7 @@
 //   sharc-plan fsdp        the ranked (hybrid_shard_degree, tensor_parallel_degree) table
 //   sharc-plan backtest    the cost model against published NCCL runs
 //   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 2,048 ranks)
+//   sharc-plan cluster     a cluster (a profile) as a cluster file that loads back the same
 // This file: main, the shared option handling and `collective`; sharc_plan_fsdp.cc the rest.
 #include <signal.h>
 #include <spawn.h>
@@ -33,7 +34,7 @@ namespace sharc::plan::cli {
 namespace {
 
 const char kUsage[] =
-    "usage: sharc-plan collective|fsdp|backtest|simulate [options]   (sharc-plan --help)\n";
+    "usage: sharc-plan collective|fsdp|backtest|simulate|cluster [options]   (sharc-plan --help)\n";
 
 const char kHelp[] =
     "sharc-plan: sharc's cost model (the tuner's) for clusters you do not have.\n"
@@ -69,6 +70,10 @@ const char kHelp[] =
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
     "  (same algorithm and chunk), and the model's error; at most 2,048 ranks (256 p5 nodes\n"
     "  take half a minute to two minutes per size).\n"
+    "\n"
+    "sharc-plan cluster CLUSTER\n"
+    "  the cluster as a cluster file (every key): edit a number of a profile, then pass the\n"
+    "  file to --cluster-file; unedited, it predicts exactly what the profile does.\n"
     "\n"
     "CLUSTER: --cluster NAME (a built-in profile) | --cluster-file F (`key = value` lines of\n"
     "  the Cluster fields) | --calibration F (a sharc-perf --calibrate file) | --this-host\n"
@@ -244,21 +249,19 @@ std::string jsonNumber(double v) {
   return b;
 }
 
+// The cluster as JSON with a cluster file's keys and values (clusterFileFields), so that
+// its fields written as `key = value` lines load back to the same cluster.
 std::string clusterJson(const Cluster& c) {
-  std::ostringstream o;
-  o << "{\"name\": " << jsonString(c.name) << ", \"source\": " << jsonString(c.source)
-    << ", \"ranks_per_node\": " << c.ranksPerNode
-    << ", \"memory_bytes\": " << jsonNumber(c.memoryBytes)
-    << ", \"local_alpha_us\": " << jsonNumber(c.localAlphaUs)
-    << ", \"local_gbps\": " << jsonNumber(c.localGBps)
-    << ", \"fabric_alpha_us\": " << jsonNumber(c.fabricAlphaUs)
-    << ", \"fabric_gbps\": " << jsonNumber(c.fabricGBps) << ", \"rails\": " << c.rails
-    << ", \"copy_gbps\": " << jsonNumber(c.copyGBps)
-    << ", \"reduce_gbps\": " << jsonNumber(c.reduceGBps)
-    << ", \"step_us\": " << jsonNumber(c.stepUs) << ", \"efficiency\": " << jsonNumber(c.efficiency)
-    << ", \"fabric_half_duplex\": " << (c.fabricHalfDuplex ? "true" : "false")
-    << ", \"pcie_gbps\": " << jsonNumber(c.pcieGBps) << "}";
-  return o.str();
+  std::string o = "{";
+  for (const ClusterField& f : clusterFileFields(c))
+    o += (o.size() > 1 ? ", " : "") + jsonString(f.key) + ": " +
+         (f.text ? jsonString(f.value) : f.value);
+  return o + "}";
+}
+
+int runCluster(const Args& a) {
+  std::fputs(clusterFileText(clusterOf(a)).c_str(), stdout);
+  return 0;
 }
 
 std::string clusterText(const Cluster& c) {
@@ -449,7 +452,8 @@ int main(int argc, char** argv) {
   };
   try {
     if (argc < 2)
-      throw UsageError("sharc-plan: give a subcommand: collective, fsdp, backtest, simulate");
+      throw UsageError(
+          "sharc-plan: give a subcommand: collective, fsdp, backtest, simulate, cluster");
     const std::string cmd = argv[1];
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
       std::fputs(kHelp, stdout);
@@ -477,8 +481,10 @@ int main(int argc, char** argv) {
           parseArgs(cmd, argc - 2, argv + 2,
                     with({"--collective", "--nodes", "-b", "-e", "-f", "--algorithm"}),
                     {"--json", "--this-host"}));
+    if (cmd == "cluster")
+      return runCluster(parseArgs(cmd, argc - 2, argv + 2, with({}), {"--this-host"}));
     throw UsageError("sharc-plan: unknown subcommand '" + cmd +
-                     "' (valid: collective, fsdp, backtest, simulate)");
+                     "' (valid: collective, fsdp, backtest, simulate, cluster)");
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n%s", e.what(), kUsage);
     return 2;

@@ -75,14 +75,26 @@ std::vector<FsdpCandidate> planFsdp(const ModelSpec& model, const Cluster& clust
 /// a Cluster of `ranksPerNode` ranks with `memoryBytes` each.
 Cluster thisHostCluster(int ranksPerNode, double memoryBytes);
 
-/// A cluster file: `key = value` lines ('#' comments) of Cluster's fields (name, source,
-/// ranks_per_node, memory_gib, local_alpha_us, local_gbps, fabric_alpha_us, fabric_gbps,
-/// rails, copy_gbps, reduce_gbps, step_us, efficiency) and/or the keys of a sharc-perf
-/// --calibrate file (local.alpha_us, fabric.gbps, ...). Fields not set keep the tuner's
-/// defaults (8 ranks per node, memory 0). Throws sharc::Error(InvalidArgument) naming the
-/// file, the line, the key and what was expected.
+/// A cluster file: `key = value` lines ('#' comments) of Cluster's fields (every key of
+/// clusterFileFields) and/or the keys of a sharc-perf --calibrate file (local.alpha_us,
+/// fabric.gbps, ...). Fields not set keep the tuner's defaults (8 ranks per node, memory 0,
+/// a CPU transport). Throws sharc::Error(InvalidArgument) naming the file, the line, the key
+/// and what was expected.
 Cluster loadClusterFile(const std::string& path);
 /// The keys loadClusterFile accepts.
 std::vector<std::string> clusterFileKeys();
+
+/// One key of a cluster file with its value as the file writes it.
+struct ClusterField {
+  std::string key;    ///< "fabric_gbps", "memory_gib", ...
+  std::string value;  ///< "400", "0.892", "1" (flags are 0 or 1), or text
+  bool text = false;  ///< name and source: text, not a number
+};
+/// Every field of `c` as a cluster file's keys, in the file's order. The values read back
+/// to the same doubles, so a file of them (clusterFileText) predicts what `c` does.
+std::vector<ClusterField> clusterFileFields(const Cluster& c);
+/// `c` as a cluster file that loadClusterFile reads back to the same cluster
+/// (`sharc-plan cluster` prints it).
+std::string clusterFileText(const Cluster& c);
 
 }  // namespace sharc::plan

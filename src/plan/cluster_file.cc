@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string_view>
 
 #include "algorithms/tuner.hpp"
 #include "cluster_model.hpp"
@@ -62,8 +64,14 @@ constexpr Key kKeys[] = {
     {"step_us", &Cluster::stepUs, "microseconds, a number >= 0"},
     {"efficiency", &Cluster::efficiency, "a number in (0, 1]"},
     {"fabric_half_duplex", nullptr, "0 or 1"},
-    {"pcie_gbps", &Cluster::pcieGBps, "GB/s of one GPU's PCIe link, a number > 0"},
-    {"host_reduce_gbps", &Cluster::hostReduceGBps, "GB/s, a number > 0"},
+    {"dma_transfers", nullptr, "0 or 1"},
+    {"posted_sends", nullptr, "a whole number >= 0 (0: no limit)"},
+    {"fabric_rank_share", &Cluster::fabricRankShare, "a number in [0, 1] (0: from rails)"},
+    {"rails_per_rank", nullptr, "a whole number >= 0 (0: from rails)"},
+    {"rail_share", &Cluster::railShare, "a number in [0, 1] (0: every NIC alike)"},
+    {"pcie_gbps", &Cluster::pcieGBps, "GB/s of one GPU's PCIe link, a number >= 0 (0: none)"},
+    {"host_reduce_gbps", &Cluster::hostReduceGBps,
+     "GB/s, a number >= 0 (0: the tuner's host default)"},
     // A sharc-perf --calibrate (SHARC_TUNER_FILE) file.
     {"local.alpha_us", &Cluster::localAlphaUs, "microseconds, a number >= 0"},
     {"local.gbps", &Cluster::localGBps, "GB/s, a number > 0"},
@@ -92,10 +100,32 @@ std::string trim(const std::string& s) {
 // Whether `v` is a valid value for `key` (expected is the text of the rule).
 bool valueOk(const std::string& key, double v) {
   if (key == "ranks_per_node" || key == "rails") return v >= 1 && v == std::floor(v) && v < 1e6;
-  if (key.find("half_duplex") != std::string::npos) return v == 0 || v == 1;
+  if (key == "posted_sends" || key == "rails_per_rank")
+    return v >= 0 && v == std::floor(v) && v < 1e6;
+  if (key.find("half_duplex") != std::string::npos || key == "dma_transfers")
+    return v == 0 || v == 1;
   if (key == "efficiency") return v > 0 && v <= 1;
+  if (key.ends_with("share")) return v >= 0 && v <= 1;
+  if (key == "pcie_gbps" || key == "host_reduce_gbps") return v >= 0;
   if (key.find("gbps") != std::string::npos) return v > 0;
   return v >= 0;
+}
+
+// A number as the file writes it: the shortest text that reads back to the same double.
+std::string exactNumber(double v) {
+  char b[40];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
+  return b;
+}
+
+// Text as the file writes it: one line, without the comment mark.
+std::string fileText(std::string s) {
+  for (char& ch : s)
+    if (ch == '#' || ch == '\n' || ch == '\r') ch = ' ';
+  return trim(s);
 }
 
 }  // namespace
@@ -106,6 +136,36 @@ std::vector<std::string> clusterFileKeys() {
   for (const char* t : core::kTunerKeys)
     if (std::find(k.begin(), k.end(), t) == k.end()) k.push_back(t);
   return k;
+}
+
+std::vector<ClusterField> clusterFileFields(const Cluster& c) {
+  const auto flag = [](bool b) { return std::string(b ? "1" : "0"); };
+  const std::map<std::string, ClusterField> byName = {
+      {"name", {"name", fileText(c.name), true}},
+      {"source", {"source", fileText(c.source), true}},
+      {"ranks_per_node", {"ranks_per_node", std::to_string(c.ranksPerNode), false}},
+      {"memory_gib", {"memory_gib", exactNumber(c.memoryBytes / (1u << 30)), false}},
+      {"rails", {"rails", std::to_string(c.rails), false}},
+      {"fabric_half_duplex", {"fabric_half_duplex", flag(c.fabricHalfDuplex), false}},
+      {"dma_transfers", {"dma_transfers", flag(c.dmaTransfers), false}},
+      {"posted_sends", {"posted_sends", std::to_string(c.postedSends), false}},
+      {"rails_per_rank", {"rails_per_rank", std::to_string(c.railsPerRank), false}},
+  };
+  std::vector<ClusterField> out;
+  for (const Key& k : kKeys) {
+    if (std::string_view(k.name).find('.') != std::string_view::npos) continue;  // tuner alias
+    if (k.field)
+      out.push_back({k.name, exactNumber(c.*(k.field)), false});
+    else
+      out.push_back(byName.at(k.name));
+  }
+  return out;
+}
+
+std::string clusterFileText(const Cluster& c) {
+  std::string out = "# sharc-plan cluster file: `key = value` lines (sharc-plan --help)\n";
+  for (const ClusterField& f : clusterFileFields(c)) out += f.key + " = " + f.value + "\n";
+  return out;
 }
 
 Cluster thisHostCluster(int ranksPerNode, double memoryBytes) {
@@ -170,6 +230,12 @@ Cluster loadClusterFile(const std::string& path) {
       c.rails = static_cast<int>(v);
     } else if (key == "fabric_half_duplex" || key == "fabric.half_duplex") {
       c.fabricHalfDuplex = v == 1;
+    } else if (key == "dma_transfers") {
+      c.dmaTransfers = v == 1;
+    } else if (key == "posted_sends") {
+      c.postedSends = static_cast<int>(v);
+    } else if (key == "rails_per_rank") {
+      c.railsPerRank = static_cast<int>(v);
     } else if (key == "memory_gib") {
       c.memoryBytes = v * (1u << 30);
     }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "algorithms/tuner.hpp"
 #include "cluster_model.hpp"
@@ -128,6 +130,94 @@ TEST_F(ClusterFile, ErrorsNameFileLineKeyAndExpectation) {
   EXPECT_NE(e.find("is not `key = value`"), std::string::npos) << e;
   e = error("/nonexistent/cluster.txt");
   EXPECT_NE(e.find("'/nonexistent/cluster.txt': cannot read"), std::string::npos) << e;
+}
+
+// A profile written as a cluster file (what `sharc-plan cluster` prints) loads back to the
+// same cluster, field by field, and predicts the same for every collective, size and node
+// count; so does the JSON's cluster object, which carries the same keys and values.
+void expectSameCluster(const Cluster& a, const Cluster& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.source, b.source);
+  EXPECT_EQ(a.ranksPerNode, b.ranksPerNode);
+  EXPECT_EQ(a.memoryBytes, b.memoryBytes);
+  EXPECT_EQ(a.localAlphaUs, b.localAlphaUs);
+  EXPECT_EQ(a.localGBps, b.localGBps);
+  EXPECT_EQ(a.fabricAlphaUs, b.fabricAlphaUs);
+  EXPECT_EQ(a.fabricGBps, b.fabricGBps);
+  EXPECT_EQ(a.rails, b.rails);
+  EXPECT_EQ(a.copyGBps, b.copyGBps);
+  EXPECT_EQ(a.reduceGBps, b.reduceGBps);
+  EXPECT_EQ(a.stepUs, b.stepUs);
+  EXPECT_EQ(a.efficiency, b.efficiency);
+  EXPECT_EQ(a.fabricHalfDuplex, b.fabricHalfDuplex);
+  EXPECT_EQ(a.dmaTransfers, b.dmaTransfers);
+  EXPECT_EQ(a.postedSends, b.postedSends);
+  EXPECT_EQ(a.fabricRankShare, b.fabricRankShare);
+  EXPECT_EQ(a.railsPerRank, b.railsPerRank);
+  EXPECT_EQ(a.railShare, b.railShare);
+  EXPECT_EQ(a.pcieGBps, b.pcieGBps);
+  EXPECT_EQ(a.hostReduceGBps, b.hostReduceGBps);
+}
+
+TEST_F(ClusterFile, EveryProfileRoundTripsToTheSamePredictions) {
+  std::vector<Cluster> clusters;
+  for (const std::string& name : builtinClusterNames()) clusters.push_back(builtinCluster(name));
+  Cluster odd = thisHostCluster(3, 5.5 * (1u << 30));
+  odd.source = "a # in the source, and\na second line";
+  odd.railShare = 0.3;
+  odd.fabricRankShare = 0.7;
+  odd.postedSends = 0;
+  odd.hostReduceGBps = 12.345678901234567;
+  clusters.push_back(odd);
+  for (const Cluster& c : clusters) {
+    SCOPED_TRACE(c.name);
+    const std::string text = clusterFileText(c);
+    Cluster back = loadClusterFile(write(text));
+    if (&c == &clusters.back()) {
+      EXPECT_EQ(back.source, "a   in the source, and a second line");  // one line, no comment
+      back.source = c.source;
+    }
+    expectSameCluster(c, back);
+    for (Collective coll :
+         {Collective::AllGather, Collective::ReduceScatter, Collective::AllReduce})
+      for (int nodes : {1, 2, 16, 128})
+        for (size_t bytes : {size_t{1} << 20, size_t{64} << 20, size_t{2} << 30}) {
+          const Prediction p = predictCollective(c, nodes, coll, bytes);
+          const Prediction q = predictCollective(back, nodes, coll, bytes);
+          EXPECT_EQ(p.predictedUs, q.predictedUs) << collectiveName(coll) << " " << nodes;
+          EXPECT_EQ(p.algorithm, q.algorithm);
+          EXPECT_EQ(p.boundUs, q.boundUs);
+        }
+    // every key the file writes is one the loader takes, and every cluster key (not the
+    // tuner file's, which a cluster derives: cores = ranks per node, switch_us = 0) is written
+    const auto keys = clusterFileKeys();
+    for (const ClusterField& f : clusterFileFields(c))
+      EXPECT_NE(std::find(keys.begin(), keys.end(), f.key), keys.end()) << f.key;
+    for (const std::string& k : keys) {
+      const bool tunerOnly =
+          k.find('.') != std::string::npos ||
+          (std::find(std::begin(core::kTunerKeys), std::end(core::kTunerKeys), k) !=
+               std::end(core::kTunerKeys) &&
+           k != "step_us");
+      if (!tunerOnly) EXPECT_NE(text.find("\n" + k + " = "), std::string::npos) << k;
+    }
+  }
+}
+
+TEST_F(ClusterFile, NewKeysAreCheckedLikeTheOthers) {
+  std::string e = error(write("dma_transfers = 2\n"));
+  EXPECT_NE(e.find("dma_transfers = '2': expected 0 or 1"), std::string::npos) << e;
+  e = error(write("posted_sends = -1\n"));
+  EXPECT_NE(e.find("expected a whole number >= 0"), std::string::npos) << e;
+  e = error(write("rail_share = 1.5\n"));
+  EXPECT_NE(e.find("expected a number in [0, 1]"), std::string::npos) << e;
+  const Cluster c = loadClusterFile(write("dma_transfers = 1\nposted_sends = 0\nrails_per_rank = 2\n"
+                                          "fabric_rank_share = 0.25\nrail_share = 0.5\n"));
+  EXPECT_TRUE(c.dmaTransfers);
+  EXPECT_EQ(c.postedSends, 0);
+  EXPECT_EQ(c.railsPerRank, 2);
+  EXPECT_EQ(c.fabricRankShare, 0.25);
+  EXPECT_EQ(c.railShare, 0.5);
 }
 
 // This host: the tuner's parameters of this process (defaults, the host's NICs,

@@ -96,8 +96,27 @@ for r in rows:
     assert r["ranks"] == 8 * r["nodes"]
     assert 0 < r["busbw_gbps"] <= r["bound_busbw_gbps"] * (1 + 1e-6), r
     assert abs(r["pct_of_bound"] - 100 * r["bound_us"] / r["time_us"]) < 1e-3 * r["pct_of_bound"]
-    assert r["algorithm"] in ("ring", "recursive_doubling", "bruck", "hierarchical"), r
+    assert r["algorithm"] in ("ring", "recursive_doubling", "bruck", "hierarchical",
+                              "hierarchical_bruck"), r
 PY
+  # The printed cluster round-trips: `sharc-plan cluster` and the JSON's cluster object,
+  # written as a cluster file, predict exactly what the profile does.
+  "$plan" cluster --cluster p5.48xlarge >"$tmp/p5.txt" || fail "cluster exit $?"
+  python3 - "$tmp/c.json" >"$tmp/p5-json.txt" <<'PY' || fail "cluster object to a file"
+import json, sys
+for k, v in json.load(open(sys.argv[1]))["cluster"].items():
+    print(f"{k} = {v}")
+PY
+  for f in "$tmp/p5.txt" "$tmp/p5-json.txt"; do
+    "$plan" collective --cluster-file "$f" --collective all_gather --nodes 1,2,64 \
+      -b 1M -e 1G -f 4 --json >"$tmp/f.json" || fail "collective --cluster-file $f exit $?"
+    python3 - "$tmp/c.json" "$tmp/f.json" <<'PY' || fail "cluster file $f predicts otherwise"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["cluster"] == b["cluster"], (a["cluster"], b["cluster"])
+assert a["rows"] == b["rows"], [(x, y) for x, y in zip(a["rows"], b["rows"]) if x != y][:2]
+PY
+  done
   "$plan" fsdp --model llama2-70b --cluster p5.48xlarge --nodes 8 --json >"$tmp/f.json" ||
     fail "fsdp --json exit $?"
   "$plan" fsdp --model llama2-70b --cluster p5.48xlarge --nodes 8 >"$tmp/f.txt" ||
