@@ -103,10 +103,14 @@ Prediction predictCollective(const Cluster& cluster, int nodes, Collective c, si
                              const std::string& algorithm = "");
 
 /// Physical lower bound of a call (us), at full link speed (efficiency 1): on N > 1 nodes
-/// every node must inject (N-1)/N of the data at fabricGBps (twice for AllReduce), plus one
-/// fabric latency; on one node each rank must take in (L-1)/L of it at localGBps (twice for
-/// AllReduce), plus one local latency. One latency, not log2 N: a node's NICs reach all its
-/// peers at once (the hierarchical algorithm sends to every other node directly).
+/// every node must inject (N-1)/N of the data at fabricGBps (twice for AllReduce), and for
+/// AllGather and ReduceScatter each of its L ranks must also take in (send out) (n-1)/n of it
+/// through its NICs and its NVLink together, L (n-1)/n of the data at fabricGBps + L x
+/// localGBps per node (the tighter of the two on 2-4 p5 nodes); plus one fabric latency. On
+/// one node each rank must take in (L-1)/L of it at localGBps (twice for AllReduce), plus one
+/// local latency. One latency, not log2 N: a node's NICs reach all its peers at once (the
+/// hierarchical algorithm sends to every other node directly). AllReduce keeps the fabric
+/// term alone: NVLink SHARP reduces and multicasts in the switch.
 double lowerBoundUs(const Cluster& cluster, int nodes, Collective c, size_t bytes);
 
 /// nccl-tests' bus bandwidth (GB/s) of `bytes` in `us` on `ranks` ranks.

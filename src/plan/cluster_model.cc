@@ -79,10 +79,18 @@ double busBandwidthGBps(Collective c, size_t bytes, double us, int ranks) {
 double lowerBoundUs(const Cluster& cl, int nodes, Collective c, size_t bytes) {
   const double s = static_cast<double>(bytes);
   const double times = c == Collective::AllReduce ? 2.0 : 1.0;
+  const int L = cl.ranksPerNode;
   // One latency: a node with several NICs can reach all its peers at once (the tuner's
   // hierarchical and direct algorithms do), so log2(N) hops are not a lower bound.
-  if (nodes > 1) return times * s * (nodes - 1) / nodes / (cl.fabricGBps * 1e3) + cl.fabricAlphaUs;
-  const int L = cl.ranksPerNode;
+  if (nodes > 1) {
+    const double fabricUs = times * s * (nodes - 1) / nodes / (cl.fabricGBps * 1e3);
+    if (c == Collective::AllReduce || L < 2) return fabricUs + cl.fabricAlphaUs;
+    // AllGather and ReduceScatter: each of the node's L ranks takes in (sends out) all but its
+    // own block, through its NICs' share of the fabric and its NVLink together.
+    const double n = static_cast<double>(nodes) * L;
+    const double throughGpusUs = L * s * (n - 1) / n / ((cl.fabricGBps + L * cl.localGBps) * 1e3);
+    return std::max(fabricUs, throughGpusUs) + cl.fabricAlphaUs;
+  }
   if (L < 2) return 0;
   return times * s * (L - 1) / L / (cl.localGBps * 1e3) + cl.localAlphaUs;
 }

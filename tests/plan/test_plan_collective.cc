@@ -57,11 +57,20 @@ TEST(PlanCollective, BusBandwidthNeverAboveTheBound) {
 TEST(PlanCollective, BoundAndBusBandwidthFormulas) {
   const Cluster cl = testCluster();
   const double s = 1 << 30;
-  // (N-1)/N of the data through a node's fabric (twice for AllReduce) and one latency.
-  EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, Collective::AllGather, 1u << 30),
-                   s * 3 / 4 / (400 * 1e3) + 5);
+  // (N-1)/N of the data through a node's fabric (twice for AllReduce) and one latency; for
+  // AllGather and ReduceScatter also (n-1)/n of it into (out of) each of the node's 8 ranks
+  // through their NICs and NVLink together, the tighter of the two on 4 nodes here
   EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, Collective::AllReduce, 1u << 30),
                    2 * s * 3 / 4 / (400 * 1e3) + 5);
+  const double gpus = 8 * s * 31 / 32 / ((400 + 8 * 300) * 1e3);
+  ASSERT_GT(gpus, s * 3 / 4 / (400 * 1e3));
+  for (Collective c : {Collective::AllGather, Collective::ReduceScatter})
+    EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 4, c, 1u << 30), gpus + 5);
+  // with an eighth of the fabric it is the tighter again: 64 nodes of 8 ranks
+  Cluster slowFabric = cl;
+  slowFabric.fabricGBps = 50;
+  EXPECT_DOUBLE_EQ(lowerBoundUs(slowFabric, 64, Collective::AllGather, 1u << 30),
+                   s * 63 / 64 / (50 * 1e3) + 5);
   EXPECT_DOUBLE_EQ(lowerBoundUs(cl, 1, Collective::AllGather, 1u << 30),
                    s * 7 / 8 / (300 * 1e3) + 2);
   EXPECT_DOUBLE_EQ(busBandwidthGBps(Collective::AllGather, 1000000, 1000, 8), 7.0 / 8);
