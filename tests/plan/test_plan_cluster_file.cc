@@ -194,12 +194,13 @@ TEST_F(ClusterFile, EveryProfileRoundTripsToTheSamePredictions) {
     for (const ClusterField& f : clusterFileFields(c))
       EXPECT_NE(std::find(keys.begin(), keys.end(), f.key), keys.end()) << f.key;
     for (const std::string& k : keys) {
-      const bool tunerOnly =
-          k.find('.') != std::string::npos ||
-          (std::find(std::begin(core::kTunerKeys), std::end(core::kTunerKeys), k) !=
-               std::end(core::kTunerKeys) &&
-           k != "step_us");
-      if (!tunerOnly) EXPECT_NE(text.find("\n" + k + " = "), std::string::npos) << k;
+      const bool tunerOnly = k.find('.') != std::string::npos ||
+                             (std::find(std::begin(core::kTunerKeys), std::end(core::kTunerKeys),
+                                        k) != std::end(core::kTunerKeys) &&
+                              k != "step_us");
+      if (!tunerOnly) {
+        EXPECT_NE(text.find("\n" + k + " = "), std::string::npos) << k;
+      }
     }
   }
 }
@@ -211,8 +212,9 @@ TEST_F(ClusterFile, NewKeysAreCheckedLikeTheOthers) {
   EXPECT_NE(e.find("expected a whole number >= 0"), std::string::npos) << e;
   e = error(write("rail_share = 1.5\n"));
   EXPECT_NE(e.find("expected a number in [0, 1]"), std::string::npos) << e;
-  const Cluster c = loadClusterFile(write("dma_transfers = 1\nposted_sends = 0\nrails_per_rank = 2\n"
-                                          "fabric_rank_share = 0.25\nrail_share = 0.5\n"));
+  const Cluster c =
+      loadClusterFile(write("dma_transfers = 1\nposted_sends = 0\nrails_per_rank = 2\n"
+                            "fabric_rank_share = 0.25\nrail_share = 0.5\n"));
   EXPECT_TRUE(c.dmaTransfers);
   EXPECT_EQ(c.postedSends, 0);
   EXPECT_EQ(c.railsPerRank, 2);
