@@ -52,5 +52,9 @@ void buildBarrier(Schedule& s);
 bool buildHierarchicalAllGather(Schedule& s, const CollArgs& args);
 bool buildHierarchicalReduceScatter(Schedule& s, const CollArgs& args);
 bool buildHierarchicalAllReduce(Schedule& s, const CollArgs& args);
+/// The same with a Bruck across nodes (hierarchical_bruck.cc): false, building nothing, where
+/// the nodes differ in size (or as above); the caller then builds the hierarchical form.
+bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& args);
+bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& args);
 
 }  // namespace sharc::algo

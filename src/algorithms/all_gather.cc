@@ -121,6 +121,9 @@ void buildAllGather(Schedule& s, Algorithm a, const CollArgs& args) {
     case Algorithm::DirectWrite:
       if (s.context().pids) return buildDirectWriteAllGather(s, args);
       return directAllGather(s, args);
+    case Algorithm::HierarchicalBruck:
+      if (buildHierarchicalBruckAllGather(s, args)) return;
+      [[fallthrough]];
     case Algorithm::Hierarchical:
       if (buildHierarchicalAllGather(s, args)) return;
       return ringAllGather(s, args);

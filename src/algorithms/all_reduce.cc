@@ -128,7 +128,9 @@ void buildAllReduce(Schedule& s, Algorithm a, const CollArgs& args) {
     return buildDirectReadAllReduce(s, args);
   if (a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck)
     return recursiveDoublingAllReduce(s, args);
-  if (a == Algorithm::Hierarchical && buildHierarchicalAllReduce(s, args)) return;
+  if ((a == Algorithm::Hierarchical || a == Algorithm::HierarchicalBruck) &&
+      buildHierarchicalAllReduce(s, args))
+    return;
   return ringAllReduce(s, args);
 }
 

@@ -84,6 +84,7 @@ void allGather(const Model& md, Cost& k, Algorithm a, double m) {
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, 0); return;
     case Algorithm::Hierarchical: md.hierarchical(k, m, false); return;
+    case Algorithm::HierarchicalBruck: md.hierarchicalBruck(k, m, false); return;
     default: ringSteps(md, k, m, false); return;
   }
 }
@@ -101,6 +102,7 @@ void reduceScatter(const Model& md, Cost& k, Algorithm a, double m) {
     case Algorithm::DirectRead:
     case Algorithm::DirectWrite: md.singleCopy(k, 2, (n - 1) * m, (n - 1) * m); return;
     case Algorithm::Hierarchical: md.hierarchical(k, m, true); return;
+    case Algorithm::HierarchicalBruck: md.hierarchicalBruck(k, m, true); return;
     default: ringSteps(md, k, m, true); return;
   }
 }
@@ -281,7 +283,8 @@ std::optional<double> fabricBytesPerNode(CollectiveKind kind, Algorithm a, doubl
   const double times = kind == CollectiveKind::AllReduce ? 2.0 : 1.0;
   const double m = bytes / n;  // one rank's block (AllReduce: of the vector split n ways)
   switch (a) {
-    case Algorithm::Hierarchical: return times * bytes * (N - 1) / N;
+    case Algorithm::Hierarchical:
+    case Algorithm::HierarchicalBruck: return times * bytes * (N - 1) / N;
     case Algorithm::Ring: return times * bytes * (n - 1) / n;  // one edge out of a node a step
     case Algorithm::Direct: return static_cast<double>(L) * (n - L) * m;
     case Algorithm::RecursiveDoubling:

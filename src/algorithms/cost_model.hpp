@@ -4,6 +4,7 @@
 //   cost_model.cc        what each algorithm's schedule runs, step by step ("Per algorithm")
 //   cost_model_steps.cc  the cost of those steps ("Links", "One step", "Ring", "Log-step")
 //   cost_model_hier.cc   the two-level schedules ("Hierarchical")
+//   cost_model_hier_bruck.cc  the same with a Bruck across nodes ("Hierarchical with a Bruck")
 // The schedule replay (src/plan/schedule_sim.hpp) plays the schedules the builders really make
 // and checks these forms.
 //
@@ -105,6 +106,8 @@
 //   Broadcast     binomial tree      step k: partner r^2^k where it exists, the whole message
 //   Barrier       dissemination      step k: to r+2^k, no bytes
 //   Hierarchical  below, for AllGather, ReduceScatter and AllReduce.
+//   HierarchicalBruck  below ("Hierarchical with a Bruck"), AllGather and ReduceScatter on
+//                 equal nodes; AllReduce runs Hierarchical.
 //
 // Hierarchical (hierarchical.cc). AllGather: each rank sends its block, chunk by chunk, to its
 // proxy on every other node and to its node peers; each chunk it receives as a proxy goes on
@@ -147,6 +150,26 @@
 //     reduced): the longest of the two phases' serial paths overlapped after one round of the
 //     partials, each resource's work of both phases, one chunk through both phases, and the
 //     rank's NICs carrying h + N-1 blocks each way.
+//
+// Hierarchical with a Bruck (hierarchical_bruck.cc), equal nodes of L ranks. Across nodes each
+// rail runs Bruck over the N nodes: K = ceil(log2 N) steps, step k one message of
+// b_k = min(2^k, N-2^k)*m bytes (ReduceScatter: the reversed Bruck's), cut into pieces of
+// P = max(chunk, N*m/(kMaxSlots/4)); it crosses at max(L*b_node, b_rank)*railScale(min(P, b_k))
+// per byte (the node's NICs carry the L rails' messages of the step at once). Within the node
+// every block but the rank's own rail goes to each node peer once: local = o*(L-1)*N*m*b_local
+// in messages of min(P, m), about N + N*m/P of them to each peer. The rank posts every send
+// (s each) and runs its copies and reductions one after another with the posts, as the
+// replay does. DMA only.
+//   AllGather: the steps one after another, each fabric.alpha + s + its wire (its older blocks
+//     go first while the last step's arrive), then the last piece to the node peers; or the
+//     local link; or the rank's posts and its copies of the N blocks to the result.
+//   ReduceScatter: the node peers' contributions first, in the order the reversed steps read
+//     the positions, reduced in order; that local phase runs at the slower of NVLink and the
+//     rank's posts and reductions. Step by step, each once the last is in and reduced and the
+//     local phase has made the positions it reads first, then acc[0]'s copy to the result.
+//     This term is 10-30 % fast against the replay at 256 MiB - 1 GiB (the rank's posts,
+//     reductions and both links interfere more than it says), so the tuner does not rank
+//     HierarchicalBruck for ReduceScatter (tuner.hpp rankedCandidates).
 //
 // Data paths (DataPath). Where a call's buffers are in GPU memory, the engine moves them one
 // of two ways; everything above costs the first.
@@ -358,6 +381,8 @@ class Model {
   void hierarchical(Cost& k, double m, bool reduce) const;
   /// Hierarchical AllReduce on blocks of m bytes.
   void hierarchicalAllReduce(Cost& k, double m) const;
+  // cost_model_hier_bruck.cc
+  void hierarchicalBruck(Cost& k, double m, bool reduce) const;
 
  private:
   // Local messages up to this size move at cache speed (one FIFO slot, shm_endpoint.cc).

@@ -123,6 +123,9 @@ void buildReduceScatter(Schedule& s, Algorithm a, const CollArgs& args) {
     case Algorithm::DirectRead:
       if (s.context().pids) return buildDirectReadReduceScatter(s, args);
       return ringReduceScatter(s, args);
+    case Algorithm::HierarchicalBruck:
+      if (buildHierarchicalBruckReduceScatter(s, args)) return;
+      [[fallthrough]];
     case Algorithm::Hierarchical:
       if (buildHierarchicalReduceScatter(s, args)) return;
       return ringReduceScatter(s, args);

@@ -34,6 +34,10 @@ constexpr double kStagedCopiesUs = 10.0;
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
 
+// Below 8 nodes both two-level forms move the same bytes with few peers, and the replay shows
+// no gain for the Bruck (its model is 14 % fast on 4 p5 nodes at 32 MiB): it is ranked from 8.
+constexpr int kBruckMinNodes = 8;
+
 bool unchunked(Algorithm a) {
   return a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
 }
@@ -50,6 +54,10 @@ size_t wholeMessage(const CallShape& s) {
 // cross-memory attach and host buffers. The model costs that, not the name.
 Algorithm runsAs(const CallShape& s, Algorithm a) {
   if (s.device) a = deviceAlgorithm(a);
+  // The Bruck across nodes needs nodes of one size; AllReduce has the direct form only.
+  if (a == Algorithm::HierarchicalBruck &&
+      (s.kind == CollectiveKind::AllReduce || !s.nodes || !s.nodes->uniform()))
+    a = Algorithm::Hierarchical;
   const bool pow2 = isPowerOfTwo(s.nranks);
   const bool single = s.locality == Locality::OneHostSingleCopy;
   switch (s.kind) {
@@ -152,7 +160,7 @@ std::string TunerParams::toText() const {
 }
 
 bool chunkMatters(Algorithm a) {
-  return a == Algorithm::Ring || a == Algorithm::Direct || a == Algorithm::Hierarchical;
+  return a == Algorithm::Ring || a == Algorithm::Direct || twoLevel(a);
 }
 
 std::vector<Algorithm> candidates(const CallShape& s) {
@@ -187,7 +195,17 @@ std::vector<Algorithm> candidates(const CallShape& s) {
     default: return {Algorithm::Dissemination};
   }
   if (hier) out.push_back(Algorithm::Hierarchical);
+  if (hier && s.nodes->uniform() && s.kind != CollectiveKind::AllReduce)
+    out.push_back(Algorithm::HierarchicalBruck);
   if (s.device) std::erase_if(out, [](Algorithm a) { return deviceAlgorithm(a) != a; });
+  return out;
+}
+
+std::vector<Algorithm> rankedCandidates(const CallShape& shape, const TunerParams& p) {
+  std::vector<Algorithm> out = candidates(shape);
+  if (!p.dmaTransfers || shape.kind != CollectiveKind::AllGather || !shape.nodes ||
+      shape.nodes->nodes() < kBruckMinNodes)
+    std::erase(out, Algorithm::HierarchicalBruck);
   return out;
 }
 
@@ -239,14 +257,14 @@ Plan plan(const CallShape& shape, const TunerParams& p, bool withBreakdown) {
   if (forced && unchunked(*forced) && wholeMessage(shape) > shape.maxMessageBytes)
     forced = Algorithm::Ring;
   // Two levels need several nodes and a node with several ranks; else the ring is what runs.
-  if (forced == Algorithm::Hierarchical && !(shape.nodes && hierApplies(*shape.nodes)))
+  if (forced && twoLevel(*forced) && !(shape.nodes && hierApplies(*shape.nodes)))
     forced = Algorithm::Ring;
   // A forced name that runs as another schedule keeps the chunk it had (SHARC_CHUNK_BYTES or
   // its default), as the schedule it runs is built with that chunk.
   const bool keepChunk = forced && !chunkMatters(*forced);
   if (forced) forced = runsAs(shape, *forced);
   const std::vector<Algorithm> options =
-      forced ? std::vector<Algorithm>{*forced} : candidates(shape);
+      forced ? std::vector<Algorithm>{*forced} : rankedCandidates(shape, p);
   const size_t cap = std::max(core::kMinChunkBytes, shape.maxMessageBytes);
   Plan best;
   best.predictedUs = -1;

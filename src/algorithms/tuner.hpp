@@ -174,6 +174,11 @@ inline constexpr size_t kChunkChoices[] = {256u << 10, 512u << 10, 1u << 20, 2u 
 /// Whether `a` is pipelined in chunks (ring, direct, hierarchical): the others send whole
 /// blocks, so their chunk changes nothing.
 bool chunkMatters(Algorithm a);
+/// The two-level algorithms (Hierarchical, HierarchicalBruck): they need several nodes with
+/// several ranks on one, and cut every block into chunks whatever its size.
+inline bool twoLevel(Algorithm a) {
+  return a == Algorithm::Hierarchical || a == Algorithm::HierarchicalBruck;
+}
 
 /// The chunk the cost model (and sharc-plan's replay of the schedules) costs a call cut in
 /// `chunkBytes` pieces at: never under core::kMinChunkBytes, the engine's smallest.
@@ -183,6 +188,10 @@ inline size_t modelChunkBytes(size_t chunkBytes) {
 
 /// The algorithms that can run `shape` (before any override), in a fixed order.
 std::vector<Algorithm> candidates(const CallShape& shape);
+/// Those of them the model ranks on transports like `p`'s: HierarchicalBruck's model is the
+/// DMA transports' AllGather on 8 nodes or more (cost_model.hpp; its ReduceScatter term does
+/// not yet agree with the replay), so elsewhere it runs only when forced.
+std::vector<Algorithm> rankedCandidates(const CallShape& shape, const TunerParams& p);
 /// The model's time for running `shape` with `a` in chunks of `chunkBytes`; fills
 /// `breakdown` (if given) with the terms.
 double predictUs(const CallShape& shape, Algorithm a, size_t chunkBytes, const TunerParams& p,

@@ -18,6 +18,7 @@ constexpr AlgorithmName kNames[] = {
     {Algorithm::BinomialTree, "binomial_tree", nullptr, false},
     {Algorithm::Dissemination, "dissemination", nullptr, false},
     {Algorithm::Hierarchical, "hierarchical", nullptr, true},
+    {Algorithm::HierarchicalBruck, "hierarchical_bruck", "hier_bruck", true},
 };
 
 [[noreturn]] void badOverride(const std::string& item) {

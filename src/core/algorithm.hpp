@@ -20,6 +20,9 @@ enum class Algorithm {
   BinomialTree,       ///< broadcast
   Dissemination,      ///< barrier
   Hierarchical,       ///< several nodes: across nodes per rail (proxies), then within each node
+  /// several equal nodes: a Bruck across nodes per rail (log2 N peers), within each node
+  /// pipelined with it; AllReduce runs Hierarchical
+  HierarchicalBruck,
 };
 
 /// One row of the name table.

@@ -89,18 +89,18 @@ std::vector<LearnedPlan> LearnedTuner::plansToExplore(const algo::CallShape& sha
   const auto same = [block](const LearnedPlan& x, const LearnedPlan& y) {
     return x.algorithm == y.algorithm &&
            (x.chunkBytes == y.chunkBytes ||
-            (algo::chunkMatters(x.algorithm) && x.algorithm != Algorithm::Hierarchical &&
+            (algo::chunkMatters(x.algorithm) && !algo::twoLevel(x.algorithm) &&
              x.chunkBytes >= block && y.chunkBytes >= block));
   };
   std::vector<Scored> all, bestPerAlgorithm;
-  for (Algorithm a : algo::candidates(shape)) {
+  for (Algorithm a : algo::rankedCandidates(shape, params)) {
     std::vector<size_t> chunks;
     if (shape.chunkBytesSet || !algo::chunkMatters(a)) {
       chunks.push_back(std::min(shape.chunkBytes, cap));
     } else {
       // Chunks past a rank's block give the same schedule: only the first of them is tried.
       for (size_t c : algo::kChunkChoices)
-        if (c <= cap && (chunks.empty() || a == Algorithm::Hierarchical || chunks.back() < block))
+        if (c <= cap && (chunks.empty() || algo::twoLevel(a) || chunks.back() < block))
           chunks.push_back(c);
       if (chunks.empty()) chunks.push_back(cap);
     }

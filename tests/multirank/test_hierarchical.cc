@@ -1,7 +1,8 @@
 // The two-level (hierarchical) AllGather, ReduceScatter and AllReduce over ranks laid out on
 // emulated nodes (SHARC_NODE_ID per rank), forced by SHARC_ALGO and checked element by element
 // against the float64 reference: equal and uneven nodes, non-contiguous nodes, and the
-// layouts where it falls back to the ring (one node, one rank per node).
+// layouts where it falls back to the ring (one node, one rank per node); the same for the
+// form with a Bruck across nodes (hierarchical_bruck).
 #include <gtest/gtest.h>
 
 #include <sharc/communicator.hpp>
@@ -20,15 +21,12 @@ struct Layout {
   std::vector<int> nodeOfRank;
 };
 
-// A layout and the proxy rule (SHARC_HIER_PROXY: rail-aligned or rotated).
-class Hierarchical : public ::testing::TestWithParam<std::tuple<Layout, std::string>> {};
-
-TEST_P(Hierarchical, MatchesReference) {
-  const Layout& layout = std::get<0>(GetParam());
+// Every collective of both two-level algorithms on `layout`, forced by SHARC_ALGO.
+void runLayout(const Layout& layout, const std::string& algorithm, const std::string& proxy) {
   RunOptions o;
-  o.env["SHARC_HIER_PROXY"] = std::get<1>(GetParam());
+  o.env["SHARC_HIER_PROXY"] = proxy;
   o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
-  o.env["SHARC_ALGO"] = "hierarchical";
+  o.env["SHARC_ALGO"] = algorithm;
   o.env["SHARC_CHUNK_BYTES"] = "4096";  // many chunks per block: the phases overlap
   o.env["SHARC_TIMEOUT_MS"] = "60000";
   for (int node : layout.nodeOfRank) o.nodeIds.push_back("node" + std::to_string(node));
@@ -54,6 +52,31 @@ TEST_P(Hierarchical, MatchesReference) {
       },
       o);
 }
+
+// A layout and the proxy rule (SHARC_HIER_PROXY: rail-aligned or rotated).
+class Hierarchical : public ::testing::TestWithParam<std::tuple<Layout, std::string>> {};
+
+TEST_P(Hierarchical, MatchesReference) {
+  runLayout(std::get<0>(GetParam()), "hierarchical", std::get<1>(GetParam()));
+}
+
+// The Bruck across nodes: powers of two and not, non-contiguous nodes, and the layouts where
+// it falls back (uneven nodes: hierarchical; one node or one rank per node: the ring).
+// AllReduce runs the hierarchical form.
+class HierarchicalBruck : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(HierarchicalBruck, MatchesReference) {
+  runLayout(GetParam(), "hierarchical_bruck", "rail");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HierarchicalBruck,
+    ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x3", {0, 0, 0, 1, 1, 1}},
+                      Layout{"3x2", {0, 0, 1, 1, 2, 2}}, Layout{"4x2", {0, 0, 1, 1, 2, 2, 3, 3}},
+                      Layout{"5x1plus", {0, 1, 2, 3, 4, 0, 1, 2, 3, 4}},
+                      Layout{"interleaved_ABAB", {0, 1, 0, 1}}, Layout{"3plus2", {0, 0, 0, 1, 1}},
+                      Layout{"one_node", {0, 0, 0}}, Layout{"one_rank_per_node", {0, 1, 2}}),
+    [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, Hierarchical,

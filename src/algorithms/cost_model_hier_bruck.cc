@@ -1,0 +1,79 @@
+// The cost model of the two-level collectives with a Bruck across nodes
+// (hierarchical_bruck.cc; cost_model.hpp, "Hierarchical with a Bruck across nodes").
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model.hpp"
+#include "patterns.hpp"
+#include "tag.hpp"
+
+namespace sharc::algo::model {
+
+void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
+  const int N = nodes_, L = maxLocal_;
+  const double s = p_.stepUs, af = p_.fabric.alphaUs, al = localLatency();
+  // The schedule's pieces: the chunk, or more where the tag's slots would not hold them.
+  const double piece = std::max(static_cast<double>(chunk_), N * m / (tag::kMaxSlots / 4));
+  const double one = std::min(piece, m);  // a message between node peers
+  const double blOne = localPerByte(one);
+  // One step's message across nodes of b bytes: the rank's NICs (its share of the node's)
+  // and the node's, which carry the step's messages of all L rails at once.
+  const auto wire = [&](double b) {
+    const double x = std::min(piece, b);
+    return std::max(L * bf_, bfRank_) * railScale(x) * b;
+  };
+  // Each node peer gets every block but its own rail's once, from the rank of that rail.
+  const double local = o_ * (L - 1) * N * m * blOne;
+  const double segments = N + std::ceil(N * m / piece);  // messages to each node peer
+  double chain = 0, pieces = 0, last = 0;
+  if (!reduce) {
+    // AllGather: the steps one after another, each once the last one's pieces are in (the
+    // older blocks go first, so the NICs idle about a latency per step); every piece goes on
+    // to the node peers as it arrives, the last one after the last step.
+    for (int st = 0; (1 << st) < N; ++st) {
+      const double b = bruckAllGatherStep(0, N, st).blocks * m;
+      chain += af + s + wire(b);
+      pieces += std::ceil(b / piece);
+    }
+    last = al + o_ * (L - 1) * one * blOne + s;
+    // the rank: a post per send and, one after another with them, the copies of the rotated
+    // buffer to the result
+    const double thread = (pieces + segments * (L - 1)) * s + o_ * N * m * c_;
+    const double total = std::max({chain + last, local + al, thread + last});
+    k.latency += af + al;
+    k.transfer += total - af - al;
+    k.fabric = true;
+    k.steps += ceilLog2(N) + 1;
+    return;
+  }
+  // ReduceScatter: the node peers' contributions come in first, in the order the reversed
+  // steps read the positions, and are reduced in order (the local phase).
+  const double reduced = o_ * (L - 1) * N * m * g_;
+  // the local phase runs at the slower of NVLink and the rank posting its sends (L-1 per
+  // unit) and running their reductions
+  const double units = N * std::ceil(m / piece);  // the local phase's (position, piece)s
+  const double localPhase = std::max(local, units * (L - 1) * s + reduced);
+  // Step by step: a step streams its pieces once the previous one is in and reduced and the
+  // local phase has made the positions it reads first, and ends no earlier than one piece
+  // after the local phase has made its last position (positions are made in step order).
+  double made = 0;  // positions the local phase has made by the step's end
+  for (int st = 0; st < reverseBruckSteps(N); ++st) {
+    const double blocks = reverseBruckStep(0, N, st).blocks, b = blocks * m;
+    const double x = std::min(piece, b), red = o_ * x * g_;
+    const double start = std::max(chain, al + localPhase * made / N);
+    made += blocks;
+    chain = std::max(start + af + s + wire(b), al + localPhase * made / N + af + s + wire(x)) + red;
+    pieces += std::ceil(b / piece);
+  }
+  last = al + localPhase + o_ * std::min(piece, m) * g_;  // position 0, then its reductions
+  // the rank: a post per send and, one after another with them, every reduction
+  const double thread = (pieces + units * (L - 1)) * s + reduced + o_ * (N - 1) * m * g_;
+  const double tail = o_ * m * c_;  // acc[0] to the result
+  const double total = std::max({chain, last, thread + af + s}) + tail;
+  k.latency += af + al;
+  k.transfer += total - af - al;
+  k.fabric = true;
+  k.steps += reverseBruckSteps(N) + 1;
+}
+
+}  // namespace sharc::algo::model

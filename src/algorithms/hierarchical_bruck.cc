@@ -1,0 +1,268 @@
+// Two-level AllGather and ReduceScatter for many nodes: across nodes a Bruck exchange per
+// rail (each rank with the ranks of its local index on the other nodes, over its own NICs),
+// within each node a direct exchange, pipelined with the steps.
+//
+// The direct exchange across nodes of hierarchical.cc gives each rank N-1 fabric peers and
+// messages of one block: at hundreds of nodes the blocks are a few KiB and the posting window
+// holds a fraction of the peers. Here a rank talks to ceil(log2 N) nodes, and step k moves
+// min(2^k, N-2^k) blocks in one contiguous message (cut into chunks), so the messages grow
+// with the step while every node still takes in (N-1)/N of the data once (the node links'
+// optimum). The price is a chain of log2 N dependent steps.
+//
+// AllGather: rank (node a, local index i) keeps work[j] = the block of rail i on node a+j.
+// Bruck step k sends work[0, cnt) to node a-2^k and receives work[2^k, 2^k+cnt) from node
+// a+2^k (patterns.hpp bruckAllGatherStep over node indices). Each piece that arrives is
+// copied to its place in the result and sent to every node peer, which put it at its place.
+// ReduceScatter mirrors it: the node peers first send rank (a, i) their contributions to the
+// blocks of rail i, which it reduces into acc[j] = node a's partial of the block of rail i on
+// node a+j (own first, then peers by local index); then reversed Bruck (reverseBruckStep)
+// sends acc[d, length) to node a+d, receives into a fresh buffer from node a-d, reduces into
+// acc[0, length-d). acc[0] ends as the rank's block. Reductions run in a fixed order, so the
+// result does not depend on arrival order.
+#include <algorithm>
+#include <vector>
+
+#include "algorithms.hpp"
+#include "patterns.hpp"
+#include "tag.hpp"
+
+namespace sharc::algo {
+namespace {
+
+using OpId = Schedule::OpId;
+
+// A received piece of the rotated buffer: bytes [begin, end) of it, done after `op`.
+struct Piece {
+  size_t begin, end;
+  OpId op;
+};
+
+// Geometry shared by every rank of the call: node-rotated positions, pieces and slots.
+struct Rails {
+  Rails(const Schedule& s, size_t count, size_t chunkBytes)
+      : map(*s.context().nodes),
+        n(s.context().size),
+        r(s.context().rank),
+        node(map.nodeOf[static_cast<size_t>(r)]),
+        N(map.nodes()),
+        rail(map.localRank[static_cast<size_t>(r)]),
+        elem(dataTypeSize(s.context().type)),
+        count(count),
+        block(count * elem),
+        steps(ceilLog2(N)) {
+    for (int t : map.ranksOf[static_cast<size_t>(node)])
+      if (t != r) peers.push_back(t);
+    // Pieces of at least chunkBytes, whole elements, and few enough that every message
+    // between two ranks of a node has its own slot (at most one per position and piece).
+    const size_t most = tag::kMaxSlots / 4;
+    const size_t total = static_cast<size_t>(N) * count;  // elements of the rotated buffer
+    pieceElems = std::max<size_t>(1, std::max(chunkBytes / elem, total / most + 1));
+  }
+
+  /// The rank of rail `lane` on the node `j` positions after node `from`.
+  int rankAt(int from, int j, int lane) const {
+    return map.ranksOf[static_cast<size_t>(mod(from + j, N))][static_cast<size_t>(lane)];
+  }
+  /// Element ranges [begin, end) of the pieces of one step's message of `blocks` blocks.
+  std::vector<Range> pieces(int blocks) const {
+    const size_t elems = static_cast<size_t>(blocks) * count;
+    std::vector<Range> out;
+    for (size_t at = 0; at < elems; at += pieceElems)
+      out.push_back({at, std::min(pieceElems, elems - at)});
+    return out;
+  }
+
+  const NodeMap& map;
+  int n, r, node, N, rail;
+  size_t elem, count, block;
+  int steps;
+  size_t pieceElems = 1;
+  std::vector<int> peers;  // the other ranks of this node, ascending
+};
+
+// Two levels with a Bruck across nodes apply: several nodes of the same size, several ranks
+// on each, and a tag slot for every message between two node peers.
+bool applies(const Schedule& s, size_t count) {
+  const NodeMap* map = s.context().nodes;
+  if (map == nullptr || map->size() != s.context().size || map->nodes() < 2 || !map->uniform() ||
+      map->maxLocal() < 2)
+    return false;
+  // positions plus pieces (Rails caps the pieces at kMaxSlots / 4)
+  return count > 0 && static_cast<size_t>(map->nodes()) < tag::kMaxSlots / 4;
+}
+
+// Depends `op` on every piece of `got` that overlaps bytes [begin, end).
+void afterOverlaps(Schedule& s, OpId op, const std::vector<Piece>& got, size_t begin, size_t end) {
+  for (const Piece& p : got)
+    if (p.begin < end && begin < p.end) s.after(op, p.op);
+}
+
+}  // namespace
+
+bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& a) {
+  if (!applies(s, a.count)) return false;
+  const Rails g(s, a.count, a.chunkBytes);
+  const auto* send = static_cast<const std::byte*>(a.send);
+  auto* recv = static_cast<std::byte*>(a.recv);
+  std::byte* work = s.scratch(g.block * static_cast<size_t>(g.N));
+  const OpId own = s.copy(work, send, g.block);
+  std::vector<Piece> got;  // received pieces of work, in bytes
+  uint32_t localSlot = 0;  // messages between node peers, numbered alike on every rank
+  // A piece of work goes to this rank's result and to every node peer, whose messages from
+  // each peer come in the same order.
+  const auto spread = [&](const Piece& piece) {
+    for (size_t at = piece.begin; at < piece.end;) {
+      const size_t j = at / g.block, off = at % g.block;
+      const size_t len = std::min(piece.end, (j + 1) * g.block) - at;
+      const int jj = static_cast<int>(j);
+      if (j > 0)
+        s.after(s.copy(recv + g.rankAt(g.node, jj, g.rail) * g.block + off, work + at, len),
+                piece.op);
+      for (int t : g.peers) {
+        const int lane = g.map.localRank[static_cast<size_t>(t)];
+        s.recv(t, localSlot, recv + g.rankAt(g.node, jj, lane) * g.block + off, len);
+        const OpId sd = s.send(t, localSlot, j == 0 ? send + off : work + at, len);
+        if (j > 0) s.after(sd, piece.op);
+      }
+      ++localSlot;
+      at += len;
+    }
+  };
+  // The own block's pieces go to the node peers during the first step, each step's during the
+  // next, the last step's as they arrive: operations are built interleaved (a step's sends
+  // before the forwards they overtake), so that both links have work in the window and the
+  // chain of steps does not wait behind forwards.
+  std::vector<Piece> previous;
+  for (const Range& p : g.pieces(1))
+    previous.push_back({p.offset * g.elem, (p.offset + p.count) * g.elem, own});
+  for (int k = 0; k < g.steps; ++k) {
+    const BruckStep b = bruckAllGatherStep(g.node, g.N, k);
+    const int to = g.map.ranksOf[static_cast<size_t>(b.sendPeer)][static_cast<size_t>(g.rail)];
+    const int from = g.map.ranksOf[static_cast<size_t>(b.recvPeer)][static_cast<size_t>(g.rail)];
+    const size_t into = static_cast<size_t>(b.distance) * g.block;
+    const std::vector<Range> pieces = g.pieces(b.blocks);
+    std::vector<Piece> now;
+    size_t spreadDone = 0;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const size_t begin = pieces[i].offset * g.elem, end = begin + pieces[i].count * g.elem;
+      const OpId rv = s.recv(from, static_cast<uint32_t>(i), work + into + begin, end - begin);
+      const OpId sd = s.send(to, static_cast<uint32_t>(i), work + begin, end - begin);
+      if (begin < g.block) s.after(sd, own);
+      afterOverlaps(s, sd, got, begin, end);
+      now.push_back({into + begin, into + end, rv});
+      for (; spreadDone < previous.size() * (i + 1) / pieces.size(); ++spreadDone)
+        spread(previous[spreadDone]);
+      if (k + 1 == g.steps) spread(now.back());
+    }
+    for (; spreadDone < previous.size(); ++spreadDone) spread(previous[spreadDone]);
+    got.insert(got.end(), now.begin(), now.end());
+    previous = std::move(now);
+  }
+  // Out of place, this rank's own block goes to its place in the result.
+  std::byte* mine = recv + static_cast<size_t>(g.r) * g.block;
+  if (send != mine) s.copy(mine, send, g.block);
+  return true;
+}
+
+bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
+  if (!applies(s, a.count)) return false;
+  const Rails g(s, a.count, a.chunkBytes);
+  const auto* send = static_cast<const std::byte*>(a.send);
+  auto* out = static_cast<std::byte*>(a.recv);
+  const size_t N = static_cast<size_t>(g.N), local = g.peers.size();
+  // acc: the node's partials by position; in: what node peers send, one buffer per peer;
+  // fresh: each reversed Bruck step's receive (N-1 blocks over all steps).
+  std::byte* acc = s.scratch(g.block * (N + local * N + N));
+  std::byte* in = acc + g.block * N;
+  std::byte* fresh = in + g.block * local * N;
+  // The last operation that wrote each piece of acc (bytes), for the steps that read it.
+  std::vector<Piece> wrote;
+  // The local phase in units of (position, piece of its block), in the order the reversed
+  // steps read them: step 0's positions [d, N) ascending, then the next step's, position 0
+  // last. Each unit: contributions to the node peers, theirs to this rank, reduced in order.
+  std::vector<int> order;
+  std::vector<size_t> unitEnd;  // per position: the units up to and including it, in order
+  std::vector<size_t> rankOf(N);
+  for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
+    const ReverseBruckStep b = reverseBruckStep(0, g.N, k);
+    for (int j = b.distance; j < b.length; ++j) order.push_back(j);
+  }
+  order.push_back(0);
+  for (size_t i = 0; i < order.size(); ++i) rankOf[static_cast<size_t>(order[i])] = i;
+  const std::vector<Range> blockPieces = g.pieces(1);
+  const size_t units = order.size() * blockPieces.size();
+  uint32_t localSlot = 0;
+  size_t made = 0;
+  const auto makeUnits = [&](size_t upTo) {
+    for (; made < std::min(upTo, units); ++made) {
+      const int j = order[made / blockPieces.size()];
+      const size_t jj = static_cast<size_t>(j);
+      const Range p = blockPieces[made % blockPieces.size()];
+      const size_t off = p.offset * g.elem, len = p.count * g.elem;
+      std::byte* dst = acc + jj * g.block + off;
+      const std::byte* mine = send + g.rankAt(g.node, j, g.rail) * g.block + off;
+      OpId prev = 0;
+      for (size_t u = 0; u < local; ++u) {
+        const int t = g.peers[u];
+        const int lane = g.map.localRank[static_cast<size_t>(t)];
+        s.send(t, localSlot, send + g.rankAt(g.node, j, lane) * g.block + off, len);
+        std::byte* buf = in + (u * N + jj) * g.block + off;
+        const OpId rv = s.recv(t, localSlot, buf, len);
+        const OpId rd = s.reduce(dst, u == 0 ? mine : dst, buf, p.count);
+        s.after(rd, rv);
+        if (u > 0) s.after(rd, prev);
+        prev = rd;
+      }
+      ++localSlot;
+      wrote.push_back({jj * g.block + off, jj * g.block + off + len, prev});
+    }
+  };
+  // Reversed Bruck across nodes over the partials, interleaved with the local units: each
+  // piece once the units it reads exist, and the units made at about the pieces' pace plus
+  // a few ahead, so that both links have work in the window.
+  std::vector<std::vector<Range>> stepPieces;
+  size_t allPieces = 0, piecesMade = 0;
+  for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
+    stepPieces.push_back(g.pieces(reverseBruckStep(0, g.N, k).blocks));
+    allPieces += stepPieces.back().size();
+  }
+  const size_t ahead = 4;
+  size_t freshAt = 0;
+  for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
+    const ReverseBruckStep b = reverseBruckStep(g.node, g.N, k);
+    const int to = g.map.ranksOf[static_cast<size_t>(b.sendPeer)][static_cast<size_t>(g.rail)];
+    const int from = g.map.ranksOf[static_cast<size_t>(b.recvPeer)][static_cast<size_t>(g.rail)];
+    const size_t at = static_cast<size_t>(b.distance) * g.block;
+    std::vector<Piece> now;
+    for (size_t i = 0; i < stepPieces[static_cast<size_t>(k)].size(); ++i) {
+      const Range piece = stepPieces[static_cast<size_t>(k)][i];
+      const size_t begin = piece.offset * g.elem, end = begin + piece.count * g.elem;
+      const size_t last = (at + end - 1) / g.block;  // the farthest position the piece reads
+      const size_t paced = units * ++piecesMade / allPieces;
+      makeUnits(std::max((rankOf[last] + 1) * blockPieces.size(), paced) + ahead);
+      const OpId sd = s.send(to, static_cast<uint32_t>(i), acc + at + begin, end - begin);
+      afterOverlaps(s, sd, wrote, at + begin, at + end);
+      std::byte* buf = fresh + freshAt + begin;
+      const OpId rv = s.recv(from, static_cast<uint32_t>(i), buf, end - begin);
+      const OpId rd = s.reduce(acc + begin, acc + begin, buf, piece.count);
+      s.after(rd, rv);
+      now.push_back({begin, end, rd});
+    }
+    // The step's reductions land in acc[0, length - d): after the units and earlier
+    // reductions that wrote there.
+    for (const Piece& p : now) {
+      makeUnits((rankOf[(p.end - 1) / g.block] + 1) * blockPieces.size());
+      afterOverlaps(s, p.op, wrote, p.begin, p.end);
+    }
+    freshAt += static_cast<size_t>(b.blocks) * g.block;
+    wrote.insert(wrote.end(), now.begin(), now.end());
+  }
+  makeUnits(units);
+  // acc[0] is this rank's block: to the result, then Avg's division.
+  const OpId done = s.copy(out, acc, g.block);
+  afterOverlaps(s, done, wrote, 0, g.block);
+  s.after(s.divide(out, g.count), done);
+  return true;
+}
+
+}  // namespace sharc::algo
