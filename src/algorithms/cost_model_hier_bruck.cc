@@ -30,12 +30,16 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
     // AllGather: the steps one after another, each once the last one's pieces are in (the
     // older blocks go first, so the NICs idle about a latency per step); every piece goes on
     // to the node peers as it arrives, the last one after the last step.
+    double lastPiece = one;
     for (int st = 0; (1 << st) < N; ++st) {
       const double b = bruckAllGatherStep(0, N, st).blocks * m;
       chain += af + s + wire(b);
       pieces += std::ceil(b / piece);
+      lastPiece = std::min(piece, b);
     }
-    last = al + o_ * (L - 1) * one * blOne + s;
+    // The last step's last piece, once in, goes to the node peers: a message per block in it.
+    const double lastMessages = std::ceil(lastPiece / m) * (L - 1);
+    last = al + std::max(o_ * (L - 1) * lastPiece * blOne, lastMessages * s) + s;
     // the rank: a post per send and, one after another with them, the copies of the rotated
     // buffer to the result
     const double thread = (pieces + segments * (L - 1)) * s + o_ * N * m * c_;
