@@ -52,6 +52,10 @@ void buildBarrier(Schedule& s);
 bool buildHierarchicalAllGather(Schedule& s, const CollArgs& args);
 bool buildHierarchicalReduceScatter(Schedule& s, const CollArgs& args);
 bool buildHierarchicalAllReduce(Schedule& s, const CollArgs& args);
+/// The most scratch hierarchical_bruck's AllGather keeps for its node peers' pieces: where
+/// pieces hold several blocks and (L-1) N blocks fit, a piece goes to each node peer whole
+/// and the peer places its blocks with strided copies; else one message per block.
+inline constexpr size_t kBruckLaneScratchMax = size_t{1} << 30;
 /// The same with a Bruck across nodes (hierarchical_bruck.cc): false, building nothing, where
 /// the nodes differ in size (or as above); the caller then builds the hierarchical form.
 bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& args);

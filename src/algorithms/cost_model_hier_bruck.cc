@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algorithms.hpp"
 #include "cost_model.hpp"
 #include "patterns.hpp"
 #include "tag.hpp"
@@ -24,7 +25,6 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   };
   // Each node peer gets every block but its own rail's once, from the rank of that rail.
   const double local = o_ * (L - 1) * N * m * blOne;
-  const double segments = N + std::ceil(N * m / piece);  // messages to each node peer
   double chain = 0, pieces = 0, last = 0;
   if (!reduce) {
     // AllGather: the steps one after another, each once the last one's pieces are in (the
@@ -37,12 +37,22 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
       pieces += std::ceil(b / piece);
       lastPiece = std::min(piece, b);
     }
-    // The last step's last piece, once in, goes to the node peers: a message per block in it.
-    const double lastMessages = std::ceil(lastPiece / m) * (L - 1);
-    last = al + std::max(o_ * (L - 1) * lastPiece * blOne, lastMessages * s) + s;
+    // Pieces of several blocks go to the node peers whole, which place the blocks with
+    // strided copies (hierarchical_bruck.cc, kBruckLaneScratchMax); else a message per block.
+    const bool whole = piece > 2 * m && (L - 1) * N * m <= kBruckLaneScratchMax;
+    const double segments = whole ? std::ceil(m / piece) + pieces : N + std::ceil(N * m / piece);
+    const double placed = whole ? o_ * (L - 1) * N * m * c_ : 0.0;
+    // The last step's last piece, once in, goes to the node peers: a message per block in it,
+    // or one whole, then placed.
+    const double lastMessages =
+        (whole && lastPiece > m ? 1.0 : std::ceil(lastPiece / m)) * (L - 1);
+    last = al +
+           std::max(o_ * (L - 1) * lastPiece * localPerByte(std::min(piece, lastPiece)),
+                    lastMessages * s) +
+           (whole ? o_ * (L - 1) * lastPiece * c_ : 0.0) + s;
     // the rank: a post per send and, one after another with them, the copies of the rotated
-    // buffer to the result
-    const double thread = (pieces + segments * (L - 1)) * s + o_ * N * m * c_;
+    // buffer to the result and of the node peers' pieces to their places
+    const double thread = (pieces + segments * (L - 1)) * s + o_ * N * m * c_ + placed;
     const double total = std::max({chain + last, local + al, thread + last});
     k.latency += af + al;
     k.transfer += total - af - al;

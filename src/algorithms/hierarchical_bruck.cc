@@ -108,9 +108,57 @@ bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& a) {
   const OpId own = s.copy(work, send, g.block);
   std::vector<Piece> got;  // received pieces of work, in bytes
   uint32_t localSlot = 0;  // messages between node peers, numbered alike on every rank
+  // Where pieces hold several blocks, each goes to a node peer whole, into the part of
+  // `lanes` kept for this rank's rail, and the peer puts its blocks in place with strided
+  // copies: a message per piece rather than per block (the rank's posts bound it at
+  // hundreds of nodes). Only while that scratch stays small; every rank decides alike.
+  const size_t local = g.peers.size();
+  const bool wholePieces = g.pieceElems > 2 * g.count &&
+                           local * static_cast<size_t>(g.N) * g.block <= kBruckLaneScratchMax;
+  std::byte* lanes = wholePieces ? s.scratch(local * static_cast<size_t>(g.N) * g.block) : nullptr;
+  // Blocks [begin, end) of a rotated buffer (`from`, rail `lane`'s) to their places in the
+  // result: runs of whole blocks whose places are evenly spaced in one strided copy.
+  const auto place = [&](int lane, const std::byte* from, size_t begin, size_t end, OpId ready) {
+    for (size_t at = begin; at < end;) {
+      const size_t j = at / g.block, off = at % g.block;
+      const size_t len = std::min(end, (j + 1) * g.block) - at;
+      const int jj = static_cast<int>(j);
+      std::byte* dst = recv + g.rankAt(g.node, jj, lane) * g.block + off;
+      size_t rows = 1;
+      long long pitch = 0;
+      if (len == g.block) {
+        pitch =
+            (static_cast<long long>(g.rankAt(g.node, jj + 1, lane)) - g.rankAt(g.node, jj, lane)) *
+            static_cast<long long>(g.block);
+        while (pitch > 0 && at + (rows + 1) * g.block <= end &&
+               (static_cast<long long>(g.rankAt(g.node, jj + static_cast<int>(rows) + 1, lane)) -
+                g.rankAt(g.node, jj + static_cast<int>(rows), lane)) *
+                       static_cast<long long>(g.block) ==
+                   pitch)
+          ++rows;
+      }
+      const OpId cp =
+          rows > 1 ? s.copyRows(dst, static_cast<size_t>(pitch), from + at, g.block, g.block, rows)
+                   : s.copy(dst, from + at, len);
+      s.after(cp, ready);
+      at += rows > 1 ? rows * g.block : len;
+    }
+  };
   // A piece of work goes to this rank's result and to every node peer, whose messages from
   // each peer come in the same order.
   const auto spread = [&](const Piece& piece) {
+    if (wholePieces && (piece.end - 1) / g.block > piece.begin / g.block) {
+      place(g.rail, work, piece.begin, piece.end, piece.op);
+      for (size_t u = 0; u < local; ++u) {
+        const int t = g.peers[u];
+        std::byte* into = lanes + u * static_cast<size_t>(g.N) * g.block;
+        const OpId rv = s.recv(t, localSlot, into + piece.begin, piece.end - piece.begin);
+        place(g.map.localRank[static_cast<size_t>(t)], into, piece.begin, piece.end, rv);
+        s.after(s.send(t, localSlot, work + piece.begin, piece.end - piece.begin), piece.op);
+      }
+      ++localSlot;
+      return;
+    }
     for (size_t at = piece.begin; at < piece.end;) {
       const size_t j = at / g.block, off = at % g.block;
       const size_t len = std::min(piece.end, (j + 1) * g.block) - at;

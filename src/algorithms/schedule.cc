@@ -128,6 +128,17 @@ Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
   return add({.kind = OpKind::Copy, .dst = dst, .src = src, .size = bytes});
 }
 
+Schedule::OpId Schedule::copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch,
+                                  size_t width, size_t rows) {
+  return add({.kind = OpKind::Copy,
+              .dst = dst,
+              .src = src,
+              .size = width,
+              .rows = rows,
+              .dstPitch = dstPitch,
+              .srcPitch = srcPitch});
+}
+
 Schedule::OpId Schedule::remoteRead(int peer, const uint64_t* remoteBase, uint64_t expectedLength,
                                     uint64_t offset, void* dst, size_t bytes) {
   return add({.kind = OpKind::RemoteRead,
@@ -202,7 +213,7 @@ std::vector<Schedule::OpInfo> Schedule::describeOps() const {
                    .ownSeq = op.ownSeq,
                    .bytes = op.kind == OpKind::Check ? 0
                             : elements               ? op.size * elem
-                                                     : op.size,
+                                                     : op.size * op.rows,
                    .dependents = op.dependents});
   }
   return out;
@@ -253,11 +264,15 @@ void Schedule::runLocal(Op& op) {
     case OpKind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
     case OpKind::Copy:
       if (op.dst == op.src || op.size == 0) break;
-      // Copies of whole blocks go to the output: stream them past the cache.
-      if (!overlapping(op.dst, op.src, op.size) && op.size >= core::kStreamingCopyMin)
-        core::copyStreaming(op.dst, op.src, op.size);
-      else
-        std::memmove(op.dst, op.src, op.size);
+      for (size_t i = 0; i < op.rows; ++i) {
+        auto* dst = static_cast<std::byte*>(op.dst) + i * op.dstPitch;
+        const auto* src = static_cast<const std::byte*>(op.src) + i * op.srcPitch;
+        // Copies of whole blocks go to the output: stream them past the cache.
+        if (!overlapping(dst, src, op.size) && op.size >= core::kStreamingCopyMin)
+          core::copyStreaming(dst, src, op.size);
+        else
+          std::memmove(dst, src, op.size);
+      }
       break;
     case OpKind::Check: {
       const std::string problem = checks_[op.size]();

@@ -138,6 +138,10 @@ class Schedule final : public transport::TransferOwner {
   /// dst = a op b over `count` elements of the schedule's type (Avg reduces as Sum).
   OpId reduce(void* dst, const void* a, const void* b, size_t count);
   OpId copy(void* dst, const void* src, size_t bytes);
+  /// `rows` copies of `width` bytes, row i from src + i * srcPitch to dst + i * dstPitch, as
+  /// one operation (one strided copy on a device queue).
+  OpId copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                size_t rows);
   /// Copies `bytes` at (remoteBase[0] + offset) in `peer`'s memory into dst (single copy,
   /// same host). remoteBase points at a transport::RemoteBuffer: [0] is the peer's buffer and
   /// [1] its length in bytes, the rest its shared allocation if it has one (then the copy is
@@ -231,6 +235,7 @@ class Schedule final : public transport::TransferOwner {
     const void* src = nullptr;
     const void* src2 = nullptr;
     size_t size = 0;  // bytes for transfers and copies, elements for reduce/divide
+    size_t rows = 1, dstPitch = 0, srcPitch = 0;  // copies: `rows` of `size` bytes (copyRows)
     uint64_t remoteOffset = 0;
     uint64_t expectedLength = 0;
     std::vector<OpId> dependents{};

@@ -27,7 +27,11 @@ void Schedule::runOnDevice(OpId id) {
     switch (op.kind) {
       case OpKind::Reduce: q.reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
       case OpKind::Copy:
-        if (op.dst != op.src) q.copy(op.dst, op.src, op.size);
+        if (op.dst == op.src) break;
+        if (op.rows == 1)
+          q.copy(op.dst, op.src, op.size);
+        else
+          q.copy2d(op.dst, op.dstPitch, op.src, op.srcPitch, op.size, op.rows);
         break;
       case OpKind::Divide:
         if (ctx_.op == RedOp::Avg)

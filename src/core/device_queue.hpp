@@ -96,6 +96,15 @@ class DeviceQueue {
   /// ranges must stay valid and untouched by others until a later fence has finished.
   /// `bytes` 0 enqueues nothing. Throws sharc::Error when the copy cannot be enqueued.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  /// Enqueues `rows` copies of `width` bytes, row i from src + i * srcPitch to
+  /// dst + i * dstPitch, as copy() does one. This default enqueues each row; a queue with a
+  /// strided copy (CUDA's cudaMemcpy2DAsync) overrides it with one operation.
+  virtual void copy2d(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+                      size_t rows) {
+    for (size_t i = 0; i < rows; ++i)
+      copy(static_cast<std::byte*>(dst) + i * dstPitch,
+           static_cast<const std::byte*>(src) + i * srcPitch, width);
+  }
   /// Enqueues dst = a op b over `count` elements of `type` (Avg sums: divide() finishes it);
   /// dst may be a or b exactly. Throws sharc::Error when it cannot be enqueued.
   virtual void reduce(void* dst, const void* a, const void* b, size_t count, DataType type,

@@ -86,6 +86,14 @@ void CudaDeviceQueue::copy(void* dst, const void* src, size_t bytes) {
   SHARC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()));
 }
 
+void CudaDeviceQueue::copy2d(void* dst, size_t dstPitch, const void* src, size_t srcPitch,
+                             size_t width, size_t rows) {
+  if (width == 0 || rows == 0) return;
+  DeviceGuard guard(device_);
+  SHARC_CUDA_CHECK(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, width, rows, cudaMemcpyDefault,
+                                     stream_.get()));
+}
+
 DeviceQueue::Ticket CudaDeviceQueue::fence() {
   DeviceGuard guard(device_);
   if (spare_.empty()) spare_.emplace_back();

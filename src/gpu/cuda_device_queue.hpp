@@ -29,6 +29,8 @@ class CudaDeviceQueue final : public DeviceQueue {
   QueueMemory allocateStaging(size_t bytes) override;
   QueueMemory allocateDevice(size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  void copy2d(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t width,
+              size_t rows) override;
   /// sharc's reduction kernel (kernels::reduce) on the queue's stream.
   void reduce(void* dst, const void* a, const void* b, size_t count, DataType type,
               RedOp op) override;

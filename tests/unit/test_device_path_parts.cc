@@ -40,6 +40,23 @@ TEST(HostDeviceQueue, ReducesCopiesAndDividesInOrder) {
   EXPECT_THROW(q.reduce(fa, fa, fb, 1, static_cast<DataType>(99), RedOp::Sum), Error);
 }
 
+// A strided copy: rows of a packed source to evenly spaced places, the gaps untouched.
+TEST(HostDeviceQueue, CopiesRowsToTheirPitch) {
+  HostDeviceQueue q(std::chrono::microseconds(0));
+  core::QueueMemory a = q.allocateDevice(3 * 4);
+  core::QueueMemory b = q.allocateDevice(3 * 10);
+  std::memset(b.data(), 0x55, 30);
+  for (int i = 0; i < 12; ++i)
+    static_cast<unsigned char*>(a.data())[i] = static_cast<unsigned char>(i);
+  q.copy2d(b.data(), 10, a.data(), 4, 4, 3);
+  const auto t = q.fence();
+  q.wait(t, std::chrono::seconds(10));
+  const auto* out = static_cast<const unsigned char*>(b.data());
+  for (int row = 0; row < 3; ++row)
+    for (int i = 0; i < 10; ++i)
+      EXPECT_EQ(out[row * 10 + i], i < 4 ? row * 4 + i : 0x55) << row << " " << i;
+}
+
 TEST(HostDeviceQueue, NumbersItsAllocations) {
   HostDeviceQueue q;
   std::vector<char> host(100);
