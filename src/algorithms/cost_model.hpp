@@ -121,22 +121,21 @@
 //     (on uneven nodes: 3+1's lone rank and its proxy) adds its half-duplex turns; reduce
 //     o*(n-1)*m*g; pipeline (C-1)*((N-1) + (L-1)*N)*s; fill chunk*(max(L*b, b/share) +
 //     o*b_local + o*g).
-//   DMA, one phase: the longest of these paths (sends are posted in the order they became
-//     ready, at most W at a time).
-//     AllGather: the fabric phase chunk by chunk, a round of fabric/C each; in round c the own
-//       sends hold min(W, (C-c)(N-1)) places and the forwards of the chunks already in go
-//       through the places left, each a post, its wire and the local alpha before the place
-//       frees, at most at the link's rate; where W < 2(N-1) the NICs wait between rounds for
-//       the last sends' delivery (fabric.alpha) and 2(N-1)-W posts; the forwards still queued
-//       follow the last round. Also the local link, o*(L-1)*N*m*b_local, and the thread's
-//       C*(n-1) posts.
+//   DMA, one phase: the longest of these paths (ready sends are posted oldest in schedule
+//     order first, so a chunk's forwards go before the rank's own sends of later chunks, at
+//     most W = sendWindow(N-1+L-1) at a time: two per peer, so W >= 2(N-1)).
+//     AllGather: the fabric phase chunk by chunk, a round of fabric/C each; in round c the
+//       forwards of the chunks already in take the window's places first, each a post, its
+//       wire and the local alpha before the place frees, at most at the link's rate; the
+//       forwards still queued follow the last round. Also the local link, o*(L-1)*N*m*b_local,
+//       and the thread's C*(n-1) posts.
 //     ReduceScatter, per class: a proxy of h blocks sends n-1-h contributions and takes in
-//       (L_k-1)(h+1) per chunk, all C(n-1-h) local sends ready at once. Its partials are
-//       posted behind them, the first once all but W of those sends have left (or, where W
-//       holds them all, once the first chunk's contributions are in and reduced, or once the
-//       thread has posted them and run the reductions it could); from then its own NICs carry
-//       its h partials, and the last chunk of its last block is in only as the local phase
-//       ends (every proxy holds another node's last rank last, whose N-1 partials then arrive
+//       (L_k-1)(h+1) per chunk, all C(n-1-h) local sends ready at once. A chunk's partials
+//       go ahead of the later chunks' contributions still queued: the first once the first
+//       chunk's contributions are in and reduced, or once the thread has posted them and run
+//       the reductions it could; from then its own NICs carry its h partials, and the last
+//       chunk of its last block is in only as the local phase ends (every proxy holds another
+//       node's last rank last, whose N-1 partials then arrive
 //       together). Also the local phase and the thread's posts and reductions, then the last
 //       partial's wire.
 //   AllReduce, its ReduceScatter then its AllGather on m: on a CPU transport the two phases'

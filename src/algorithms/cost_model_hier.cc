@@ -88,17 +88,16 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
   h.local = local + al;
   h.fabric = fabric + af;
   if (!reduce) {
-    // Round by round: the forwards that the window's free places let through.
-    const double P = N - 1, round = fabric / C, fwd = forwards / C, one = o_ * chunk * blChunk;
+    // Round by round: the forwards the window lets through. They go before the rank's own
+    // sends of later chunks (schedule order), so every place can take one, and the window
+    // (two per peer) never makes the NICs wait between rounds.
+    const double round = fabric / C, fwd = forwards / C, one = o_ * chunk * blChunk;
     const double slot = one / (one + al + s);  // a place's share of the link's rate
+    const double share = std::isinf(window) ? 1.0 : std::min(1.0, window * slot);
     double t = af + N * s, queued = 0;
     for (int c = 0; c < static_cast<int>(C); ++c) {
-      const double k = window - std::min(window, (C - c) * P);
-      const double done = std::min(queued, round * std::min(1.0, std::isinf(k) ? 1.0 : k * slot));
-      queued += fwd - done;
+      queued += fwd - std::min(queued, round * share);
       t += round;
-      if (c + 1 < static_cast<int>(C) && (C - c) * P > window && window < 2 * P)
-        t += af + (2 * P - window) * s;
     }
     const double tail = al + chunk * blChunk;
     h.serial = t + std::max(queued, queued / std::max(one, 1e-12) * s) + tail;
@@ -125,10 +124,10 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
     red = std::max(red, reduced + o_ * (N - 1) * m * g_);
     if (c.held == 0) continue;
     const double sends = C * (n_ - 1 - c.held);
-    const double wait = sends > window ? (1.0 - window / sends) * lw : 0.0;
     const double first = o_ * (c.local - 1) * chunk * (blChunk + g_);
     const double thread = sends * s + reduced * std::min(1.0, sends * s / std::max(lw, 1e-9));
-    const double start = al + std::max({wait, first, thread}) + s;
+    // A chunk's partials go ahead of the later chunks' contributions (schedule order).
+    const double start = al + std::max(first, thread) + s;
     const double last =
         al + lw * (1.0 - 1.0 / (C * (c.held + 1))) + o_ * (c.local - 1) * chunk * g_ + s;
     const double out = std::max(c.held * bfR, (n_ - c.local) * bf);
