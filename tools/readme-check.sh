@@ -97,6 +97,8 @@ check() {
       echo "run: SHARC_TUNER_FILE=$tmp/sharc.tuner mpirun --allow-run-as-root --oversubscribe -np 4 build/perf/sharc-perf all_gather -b 1K -e 1M -f 4 -n 5 -w 1 --explain" ;;
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=15 bash tools/perf-ab.sh 9c7cffe HEAD")
       echo "run: SHARC_AB_DIR=$tmp/ab MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;
+    "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46")
+      echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
     'COLLS="all_gather reduce_scatter all_reduce" bash tools/compare-mpi.sh 5 2 4')
       echo "run: COLLS=all_gather bash tools/compare-mpi.sh 1 2" ;;
     "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1M -e 16G -f 4" | \
@@ -123,6 +125,9 @@ check() {
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 32M -e 2G -f 4" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 256 -b 32M -e 2G -f 4")
       echo "covered: 3-9 minutes on 2 cores (docs/planning.md has its table); CTest plan.ScheduleSimScale.ModelAgreesAt2048Ranks replays 256 nodes at 32 MiB" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64 -b 32M -e 2G -f 4" | \
+      "build/tools/sharc-plan simulate --cluster p4d.24xlarge --collective reduce_scatter --nodes 2,4,8,16,32 -b 32M -e 2G -f 4")
+      echo "covered: 0.5-6 minutes on 2 cores (docs/replay-scale.md has its table); CTest plan.ScheduleSimScale.ModelAgreesOnTableRows replays these rows at 2-16 nodes and 32 nodes (128 MiB)" ;;
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 128M -e 128M")
       echo "skip: about 40 s and 1 GB at 2,048 ranks; CTest plan.ScheduleSimScale.* replays up to 512 ranks hierarchical" ;;
     "build/tests/plan/test_schedule_sim --table")

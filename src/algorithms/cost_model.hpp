@@ -124,22 +124,24 @@
 //     (on uneven nodes: 3+1's lone rank and its proxy) adds its half-duplex turns; reduce
 //     o*(n-1)*m*g; pipeline (C-1)*((N-1) + (L-1)*N)*s; fill chunk*(max(L*b, b/share) +
 //     o*b_local + o*g).
-//   DMA, one phase: the longest of these paths (sends are posted in the order they became
-//     ready, at most W at a time).
-//     AllGather: the fabric phase chunk by chunk, a round of fabric/C each; in round c the own
-//       sends hold min(W, (C-c)(N-1)) places and the forwards of the chunks already in go
-//       through the places left, each a post, its wire and the local alpha before the place
-//       frees, at most at the link's rate; where W < 2(N-1) the NICs wait between rounds for
-//       the last sends' delivery (fabric.alpha) and 2(N-1)-W posts; the forwards still queued
-//       follow the last round. Also the local link, o*(L-1)*N*m*b_local, and the thread's
-//       C*(n-1) posts.
+//   DMA, one phase: the longest of these paths (ready sends are posted oldest in schedule
+//     order first, so a chunk's forwards go before the rank's own sends of later chunks, at
+//     most W = sendWindow(N-1+L-1) at a time: two per peer, so W >= 2(N-1)).
+//     AllGather: the fabric phase chunk by chunk, a round of fabric/C each; in round c the
+//       forwards of the chunks already in take the window's places first, each a post, its
+//       wire and the local alpha before the place frees, at most at the link's rate; the
+//       forwards still queued follow the last round. Also the local link, o*(L-1)*N*m*b_local,
+//       and the thread's C*(n-1) posts.
 //     ReduceScatter, per class: a proxy of h blocks sends n-1-h contributions and takes in
-//       (L_k-1)(h+1) per chunk, all C(n-1-h) local sends ready at once. Its partials are
-//       posted behind them, the first once all but W of those sends have left (or, where W
-//       holds them all, once the first chunk's contributions are in and reduced, or once the
-//       thread has posted them and run the reductions it could); from then its own NICs carry
-//       its h partials, and the last chunk of its last block is in only as the local phase
-//       ends (every proxy holds another node's last rank last, whose N-1 partials then arrive
+//       (L_k-1)(h+1) per chunk, all C(n-1-h) local sends ready at once. A chunk's partials
+//       go behind its own contributions and ahead of the later chunks' still queued: the
+//       first once all but W of the first chunk's n-1-h have left (where they outnumber the
+//       window, they are posted only as places free), once the first chunk's contributions
+//       are in and reduced, or once the thread has posted min(C(n-1-h), n-1-h+W) sends (the
+//       first chunk's, then the later ones that take the places those free before it has run
+//       the reductions) and the reductions it could; from then its own NICs carry its h
+//       partials, and the last chunk of its last block is in only as the local phase ends
+//       (every proxy holds another node's last rank last, whose N-1 partials then arrive
 //       together). Also the local phase and the thread's posts and reductions, then the last
 //       partial's wire.
 //   AllReduce, its ReduceScatter then its AllGather on m: on a CPU transport the two phases'
@@ -149,7 +151,10 @@
 //     2L(N-1), the sum). With DMA, chunk by chunk (a chunk's gather starts once it is
 //     reduced): the longest of the two phases' serial paths overlapped after one round of the
 //     partials, each resource's work of both phases, one chunk through both phases, and the
-//     rank's NICs carrying h + N-1 blocks each way.
+//     rank's NICs carrying h + N-1 blocks each way; and the gather's sends, younger than every
+//     contribution, leave only once the thread has posted all C(n-1-h) and all but W of them
+//     have left, then the gather's own serial path (a rank that holds no block, h = 0 on
+//     uneven nodes, has nothing on its NICs before that).
 //
 // Hierarchical with a Bruck (hierarchical_bruck.cc), equal nodes of L ranks. Across nodes each
 // rail runs Bruck over the N nodes: K = ceil(log2 N) steps, step k one message of
@@ -397,6 +402,8 @@ class Model {
     // serial = head + across + rest: before the rank's NICs start, while they carry the
     // phase's blocks, after
     double head = 0, across = 0, rest = 0;
+    // ReduceScatter: when the last contribution has been posted and all but W have left
+    double drained = 0;
   };
   // The CPU path's terms: the node link's and the rank's NICs' blocks, the forwards of each
   // block's last chunk, and `phases` phases of node-local copies.

@@ -88,17 +88,16 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
   h.local = local + al;
   h.fabric = fabric + af;
   if (!reduce) {
-    // Round by round: the forwards that the window's free places let through.
-    const double P = N - 1, round = fabric / C, fwd = forwards / C, one = o_ * chunk * blChunk;
+    // Round by round: the forwards the window lets through. They go before the rank's own
+    // sends of later chunks (schedule order), so every place can take one, and the window
+    // (two per peer) never makes the NICs wait between rounds.
+    const double round = fabric / C, fwd = forwards / C, one = o_ * chunk * blChunk;
     const double slot = one / (one + al + s);  // a place's share of the link's rate
+    const double share = std::isinf(window) ? 1.0 : std::min(1.0, window * slot);
     double t = af + N * s, queued = 0;
     for (int c = 0; c < static_cast<int>(C); ++c) {
-      const double k = window - std::min(window, (C - c) * P);
-      const double done = std::min(queued, round * std::min(1.0, std::isinf(k) ? 1.0 : k * slot));
-      queued += fwd - done;
+      queued += fwd - std::min(queued, round * share);
       t += round;
-      if (c + 1 < static_cast<int>(C) && (C - c) * P > window && window < 2 * P)
-        t += af + (2 * P - window) * s;
     }
     const double tail = al + chunk * blChunk;
     h.serial = t + std::max(queued, queued / std::max(one, 1e-12) * s) + tail;
@@ -117,17 +116,26 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
         most = std::max(most, std::max<double>(n_ - 1 - o.held, (c.local - 1) * (o.held + 1.0)));
     return o_ * most * m * blChunk;
   };
-  double localWork = 0, serial = 0, red = 0;
+  double localWork = 0, serial = 0, red = 0, drained = 0;
   const double in = std::max((N - 1) * bfR, L * (N - 1) * bf);
   for (const HierClass& c : hier_) {
     const double lw = work(c), reduced = o_ * (c.local - 1) * (c.held + 1.0) * m * g_;
     localWork = std::max(localWork, lw);
     red = std::max(red, reduced + o_ * (N - 1) * m * g_);
+    // Every contribution is ready at the start and older than any later phase's send: those
+    // go once all are posted and all but W have left.
+    const double all = C * (n_ - 1 - c.held);
+    const double left = all > window ? (1.0 - window / all) * lw : 0.0;
+    drained = std::max(drained, al + std::max(left, all * s) + s);
     if (c.held == 0) continue;
-    const double sends = C * (n_ - 1 - c.held);
-    const double wait = sends > window ? (1.0 - window / sends) * lw : 0.0;
+    // A chunk's partials go ahead of the later chunks' contributions but behind its own
+    // (schedule order): the first waits for all but W of the first chunk's to leave, and
+    // for the thread to post them and the W that refill the window before its reductions.
+    const double perChunk = n_ - 1 - c.held;
+    const double posted = std::min(C * perChunk, perChunk + window);
+    const double wait = perChunk > window ? (1.0 - window / perChunk) * lw / C : 0.0;
     const double first = o_ * (c.local - 1) * chunk * (blChunk + g_);
-    const double thread = sends * s + reduced * std::min(1.0, sends * s / std::max(lw, 1e-9));
+    const double thread = posted * s + reduced * std::min(1.0, posted * s / std::max(lw, 1e-9));
     const double start = al + std::max({wait, first, thread}) + s;
     const double last =
         al + lw * (1.0 - 1.0 / (C * (c.held + 1))) + o_ * (c.local - 1) * chunk * g_ + s;
@@ -136,6 +144,7 @@ Model::HierPaths Model::hierarchicalPaths(double m, bool reduce) const {
                        std::max(start + in * m, last + (N - 1) * chunk * bfR)});
   }
   h.serial = serial + af + tail;
+  h.drained = drained;
   h.across = fabric;
   h.rest = af + tail;
   h.head = std::max(0.0, h.serial - h.across - h.rest);
@@ -176,8 +185,10 @@ void Model::hierarchicalAllReduce(Cost& k, double m) const {
   // Each way the rank's NICs carry one phase's h blocks and the other's N-1, not 2h.
   const double across =
       std::max(2.0 * L * (N - 1) * bf_, (hierRankBlocks_ + N - 1) * bfRank_) * m * railScale(one);
+  // The gather's sends are younger than every reduce-scatter contribution (schedule order).
   const double serial =
-      r.head + std::max(across, r.across / C + r.rest + a.head + a.across) + a.rest;
+      std::max(r.head + std::max(across, r.across / C + r.rest + a.head + a.across) + a.rest,
+               r.drained + a.head + a.across + a.rest);
   const double t = std::max(
       {serial, r.local + a.local, across + 2 * p_.fabric.alphaUs, r.thread + a.thread, first});
   k.latency += 2 * (p_.fabric.alphaUs + localLatency());

@@ -250,7 +250,7 @@ void Schedule::complete(OpId id) {
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
       if (next.kind == OpKind::Send)
-        readySends_.push_back(d);
+        readySends_.push(d);
       else if (next.kind == OpKind::Recv)
         readyRecvs_.push(d);
       else
@@ -377,7 +377,7 @@ Schedule::State Schedule::advance() {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
       if (ops_[id].kind == OpKind::Send)
-        readySends_.push_back(id);
+        readySends_.push(id);
       else if (ops_[id].kind == OpKind::Recv)
         readyRecvs_.push(id);
       else
@@ -406,8 +406,8 @@ Schedule::State Schedule::advance() {
       progressed = true;
     }
     while (!readySends_.empty() && postedSends_ < sendWindow_ && state_ == State::Running) {
-      if (!post(readySends_.front())) break;
-      readySends_.pop_front();
+      if (!post(readySends_.top())) break;
+      readySends_.pop();
       progressed = true;
     }
     while (!readyLocal_.empty() && state_ == State::Running) {

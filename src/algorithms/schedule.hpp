@@ -31,11 +31,12 @@ namespace sharc::algo {
 inline constexpr size_t kMinPostedSends = 32;
 /// The most sends a schedule keeps posted at once, whatever its peers.
 inline constexpr size_t kMaxPostedSends = 1024;
-/// Sends a schedule keeps posted at once, the rest waiting in the order they became ready:
-/// two per rank it sends to (one on each link while the next waits behind it), within
-/// [floor, kMaxPostedSends]. A fixed window let a rank's own sends to many nodes hold every
-/// place while its forwards waited (a hierarchical AllGather on 64 nodes ran 1.5x longer in
-/// the replay). Each receiver still gets at most two of a sender's messages ahead of it.
+/// Sends a schedule keeps posted at once, the rest waiting, oldest in schedule order first:
+/// two per rank it sends to (one
+/// on each link while the next waits behind it), within [floor, kMaxPostedSends]. A fixed window
+/// let a rank's own sends to many nodes hold every place while its forwards waited (a hierarchical
+/// AllGather on 64 nodes ran 1.5x longer in the replay). Each receiver still gets at most two of a
+/// sender's messages ahead of it.
 constexpr size_t sendWindow(size_t sendPeers, size_t floor = kMinPostedSends) {
   const size_t two = 2 * sendPeers;
   return two < floor ? floor : (two < kMaxPostedSends ? two : kMaxPostedSends);
@@ -274,7 +275,10 @@ class Schedule final : public transport::TransferOwner {
   uint64_t tagBase_;
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
-  std::deque<OpId> readySends_, readyLocal_;
+  std::deque<OpId> readyLocal_;
+  // Ready sends, oldest in schedule order first, as receives are posted: a forward built
+  // before the rank's later own sends goes before them.
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readySends_;
   // Ready receives, oldest (lowest id) first (posting rules: recvWindow, inOrderRecvs).
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order

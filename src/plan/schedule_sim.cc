@@ -22,8 +22,9 @@ namespace {
 
 using Kind = algo::Schedule::OpKind;
 using Ops = SimOps;
-// The engine's posting rules (schedule.hpp: sendWindow, recvWindow, inOrderRecvs): sends in
-// the order they became ready, two per peer the rank sends to (at least 32); receives oldest first,
+// The engine's posting rules (schedule.hpp: sendWindow, recvWindow, inOrderRecvs): ready
+// sends oldest in schedule order first, two per peer the rank sends to (at least 32) posted at
+// once; receives oldest first,
 // those ready ahead of an older one still waiting taking at most the window less its in-order
 // places. The window is the engine's on a provider that holds 4 x kMaxPostedRecvs (4,096) posted
 // receives or more.
@@ -169,7 +170,9 @@ class Replay {
 
  private:
   struct Rank {
-    std::deque<uint32_t> sends, local;  // ready, in the order they became ready
+    std::deque<uint32_t> local;  // ready, in the order they became ready
+    // ready sends, oldest in schedule order first
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> sends;
     // ready receives, oldest first; every receive in schedule order; the oldest not posted
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> recvs;
     std::vector<uint32_t> recvOrder;
@@ -198,8 +201,10 @@ class Replay {
     const Kind kind = ops_.kind[g];
     if (kind == Kind::Recv)
       k.recvs.push(g);
+    else if (kind == Kind::Send)
+      k.sends.push(g);
     else
-      (kind == Kind::Send ? k.sends : k.local).push_back(g);
+      k.local.push_back(g);
   }
 
   // The operation is done (Schedule::complete): its dependents may become ready.
@@ -208,7 +213,9 @@ class Replay {
     ++k.done;
     k.lastDone = std::max(k.lastDone, t);
     for (uint32_t i = ops_.depBegin[g]; i < ops_.depBegin[g + 1]; ++i)
-      if (--ops_.pending[ops_.deps[i]] == 0) ready(r, ops_.deps[i]);
+      if (--ops_.pending[ops_.deps[i]] == 0) {
+        ready(r, ops_.deps[i]);
+      }
   }
 
   // A transfer finished at t; the rank takes it in at its next advance.
@@ -263,8 +270,8 @@ class Replay {
         progressed = true;
       }
       while (!k.sends.empty() && k.postedSends < k.sendWindow) {
-        const uint32_t g = k.sends.front();
-        k.sends.pop_front();
+        const uint32_t g = k.sends.top();
+        k.sends.pop();
         ++k.postedSends;
         t += p_.stepUs;
         messages_.push_back({r, ops_.peer[g], ops_.slot[g], ops_.bytes[g], g});
