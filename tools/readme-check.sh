@@ -115,6 +115,10 @@ check() {
     "cat /tmp/learned.txt") echo "run: grep -q '^choice\\.reducescatter\\.' $tmp/learned.txt" ;;
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 2,4,16 -b 1M -e 1G -f 8")
       echo "run: build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 2 -b 1M -e 1M >/dev/null" ;;
+    "bash tools/plan-table.sh build docs")
+      echo "run: bash tools/plan-table.sh build | grep -q '^| p4d.24xlarge | reduce_scatter | 1024 |'" ;;
+    "build/tools/sharc-plan cluster --cluster p5.48xlarge > my-p5.txt")
+      echo "run: build/tools/sharc-plan cluster --cluster p5.48xlarge >$tmp/my-p5.txt && build/tools/sharc-plan collective --cluster-file $tmp/my-p5.txt --collective all_gather --nodes 2 -b 1M -e 1M >/dev/null" ;;
     "build/tools/sharc-plan backtest")  # exits 1 while a published point is outside its bound
       echo "run: build/tools/sharc-plan backtest >$tmp/backtest; [[ \$? -le 1 ]] && grep -q '^ *p5.48xlarge' $tmp/backtest" ;;
     "build/tests/plan/test_schedule_sim")
