@@ -328,7 +328,8 @@ double BacktestRow::bound() const {
 std::vector<BacktestRow> modelRows(const std::vector<PublishedPoint>& points) {
   std::vector<BacktestRow> rows;
   for (const auto& p : points) {
-    const double eff = fittedEfficiency(efficiencySourceOf(p.instance));
+    // each point with its own type's fit: the p4d points are NCCL 2.9.9's, not the profile's
+    const double eff = fittedEfficiency(p.instance);
     const NcclTerms t = ncclTerms(p.instance, p.nodes, p.bytes, eff, p.coll);
     const Prediction pr = predictNccl(p.instance, p.nodes, p.bytes, eff, p.coll);
     BacktestRow r;

@@ -141,8 +141,9 @@ Prediction predictNccl(const std::string& instance, int nodes, size_t bytes, dou
 /// sharc::Error(InvalidArgument) listing the valid names. Profiles of instance types without
 /// a fit of their own ("p4de.24xlarge" is backtest-only) are allowed here.
 Cluster unfittedProfile(const std::string& instance);
-/// The instance type whose fitted efficiency `instance` takes ("p5en.48xlarge" has no
-/// published multi-node points: it takes p5's).
+/// The instance type whose fitted efficiency the `instance` profile takes ("p5en.48xlarge" has
+/// no published multi-node points: p5's; "p4d.24xlarge" p4de's, whose network is the same and
+/// whose point is from a current NCCL). The backtest checks each point with its own type's fit.
 std::string efficiencySourceOf(const std::string& instance);
 
 /// The efficiency in (0, 1] that minimises the sum of squared log errors of the model over

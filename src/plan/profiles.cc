@@ -102,7 +102,11 @@ Cluster unfittedProfile(const std::string& name) {
 std::string efficiencySourceOf(const std::string& instance) {
   // No public multi-node nccl-tests on p5en was found: same NCCL, NVSwitch and 3,200 Gb/s per
   // node as p5, so it takes p5's efficiency (docs/planning.md "Against published NCCL runs").
-  return instance == "p5en.48xlarge" ? "p5.48xlarge" : instance;
+  if (instance == "p5en.48xlarge") return "p5.48xlarge";
+  // p4d's only points are one 2021 report (NCCL 2.9.9) that calls itself slow; p4de has the
+  // same A100s, NVSwitch and 4 x 100 Gb EFA, measured with a current NCCL: p4d takes its fit.
+  if (instance == "p4d.24xlarge") return "p4de.24xlarge";
+  return instance;
 }
 
 std::vector<std::string> builtinClusterNames() {

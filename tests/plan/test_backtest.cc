@@ -98,6 +98,9 @@ TEST(Backtest, EfficiencyIsTheLeastSquaresFit) {
     }
   }
   EXPECT_DOUBLE_EQ(builtinCluster("p5en.48xlarge").efficiency, fittedEfficiency("p5.48xlarge"));
+  // p4d's profile takes p4de's fit (same network, a current NCCL), not its 2021 points'
+  EXPECT_DOUBLE_EQ(builtinCluster("p4d.24xlarge").efficiency, fittedEfficiency("p4de.24xlarge"));
+  EXPECT_LT(fittedEfficiency("p4d.24xlarge"), fittedEfficiency("p4de.24xlarge"));
 }
 
 TEST(Backtest, NeverAboveTheCeiling) {
