@@ -114,6 +114,10 @@ bool valueOk(const std::string& key, double v) {
 // A number as the file writes it: the shortest text that reads back to the same double.
 std::string exactNumber(double v) {
   char b[40];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(b, sizeof b, "%.0f", v);
+    return b;
+  }
   for (int digits = 1; digits <= 17; ++digits) {
     std::snprintf(b, sizeof b, "%.*g", digits, v);
     if (std::strtod(b, nullptr) == v) break;
