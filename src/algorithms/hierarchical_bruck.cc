@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "algorithms.hpp"
+#include "hierarchical_pattern.hpp"
 #include "patterns.hpp"
 #include "tag.hpp"
 
@@ -84,8 +85,7 @@ struct Rails {
 // on each, and a tag slot for every message between two node peers.
 bool applies(const Schedule& s, size_t count) {
   const NodeMap* map = s.context().nodes;
-  if (map == nullptr || map->size() != s.context().size || map->nodes() < 2 || !map->uniform() ||
-      map->maxLocal() < 2)
+  if (map == nullptr || map->size() != s.context().size || !hierApplies(*map) || !map->uniform())
     return false;
   // positions plus pieces (Rails caps the pieces at kMaxSlots / 4)
   return count > 0 && static_cast<size_t>(map->nodes()) < tag::kMaxSlots / 4;

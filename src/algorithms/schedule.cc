@@ -125,7 +125,7 @@ Schedule::OpId Schedule::reduce(void* dst, const void* a, const void* b, size_t 
 }
 
 Schedule::OpId Schedule::copy(void* dst, const void* src, size_t bytes) {
-  return add({.kind = OpKind::Copy, .dst = dst, .src = src, .size = bytes});
+  return copyRows(dst, 0, src, 0, bytes, 1);
 }
 
 Schedule::OpId Schedule::copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch,
