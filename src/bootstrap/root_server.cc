@@ -2,6 +2,7 @@
 // handshake ("pending") and the connections of joined ranks ("members"). See protocol.hpp for
 // the wire format.
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -532,7 +533,10 @@ class RootServerImpl final : public RootServer {
   RootServerImpl(std::shared_ptr<Server> server, RootAddress address)
       : server_(std::move(server)), address_(std::move(address)) {
     // The thread holds its own reference so that a detached server outlives this object.
-    thread_ = std::thread([server = server_] { server->run(); });
+    thread_ = std::thread([server = server_] {
+      pthread_setname_np(pthread_self(), "sharc-root");  // named for ps, gdb and leak checks
+      server->run();
+    });
   }
   ~RootServerImpl() override {
     if (thread_.joinable()) {

@@ -1,6 +1,8 @@
 // The device queue over host memory (host_device_queue.hpp).
 #include "gpu/host_device_queue.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +46,10 @@ void* allocatePages(size_t bytes, size_t& rounded, const char* what) {
 }  // namespace
 
 HostDeviceQueue::HostDeviceQueue(std::chrono::microseconds delayPerOp)
-    : delay_(delayPerOp), worker_([this] { run(); }) {}
+    : delay_(delayPerOp), worker_([this] {
+        pthread_setname_np(pthread_self(), "sharc-hostq");  // named for ps, gdb and leak checks
+        run();
+      }) {}
 
 HostDeviceQueue::~HostDeviceQueue() {
   {

@@ -1,6 +1,7 @@
 // StreamExecutor (stream_executor.hpp): the worker that runs stream-ordered collectives.
 #include "gpu/stream_executor.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <sharc/cuda.hpp>
@@ -28,7 +29,10 @@ StreamExecutor::StreamExecutor(std::shared_ptr<Communicator> comm,
       timeout_(timeout),
       devicePath_(std::move(devicePath)),
       gate_(timeout) {
-  worker_ = std::thread([this] { work(); });
+  worker_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sharc-queue");  // named for ps, gdb and leak checks
+    work();
+  });
 }
 
 StreamExecutor::~StreamExecutor() {

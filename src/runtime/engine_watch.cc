@@ -1,6 +1,7 @@
 #include "runtime/engine_watch.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -61,7 +62,10 @@ EngineWatch::EngineWatch(Engine& engine) : engine_(engine), owner_(getpid()) {
   if (c.traceSignal) installSignalHandler();
   signalsSeen_ = g_traceSignals.load();
   if (!c.traceSocket.empty()) openSocket();
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "sharc-watch");  // named for ps, gdb and leak checks
+    run();
+  });
 }
 
 EngineWatch::~EngineWatch() {

@@ -71,4 +71,21 @@ std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& 
   return status;
 }
 
+ExchangeFn exchangeOver(Communicator& world) {
+  return [&world](const std::string& blob) {
+    const int n = world.size();
+    const uint64_t mine = blob.size();
+    std::vector<uint64_t> sizes(static_cast<size_t>(n));
+    world.allGather(&mine, sizes.data(), 1, DataType::Uint64);
+    const size_t width = std::max<size_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+    std::string padded = blob;
+    padded.resize(width);
+    std::string all(width * static_cast<size_t>(n), '\0');
+    world.allGather(padded.data(), all.data(), width, DataType::Uint8);
+    std::vector<std::string> out;
+    for (int r = 0; r < n; ++r) out.push_back(all.substr(r * width, sizes[r]));
+    return out;
+  };
+}
+
 }  // namespace sharc::testing

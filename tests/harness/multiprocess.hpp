@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <sharc/communicator.hpp>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,11 @@ struct RankContext {
 /// the rank's message. Returns the wait status of each rank (-1: never started).
 std::vector<int> runRanks(int n, const std::function<void(const RankContext&)>& body,
                           const RunOptions& options = {});
+
+/// A rendezvous over an existing communicator (sizes, then the padded blobs, by AllGather):
+/// for Communicator::createFromExchange, so that a test's communicators get endpoints and
+/// threads of their own without a root server that outlives them.
+ExchangeFn exchangeOver(Communicator& world);
 
 /// A free TCP port on 127.0.0.1 (bound then released).
 using launcher::freeLoopbackPort;

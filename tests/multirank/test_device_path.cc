@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <sharc/communicator.hpp>
 #include <string>
@@ -156,14 +158,37 @@ size_t heapInUse() {
   return m.uordblks + m.hblkhd;
 }
 
-size_t threadCount() {
-  size_t n = 0;
+// The names of this process's threads, sorted (sharc names its own "sharc-*").
+std::vector<std::string> threadNames() {
+  std::vector<std::string> names;
   if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      names.push_back(name);
+    }
     closedir(d);
   }
-  return n;
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The thread names once they have held still for 100 ms (at most 5 s): a joined thread can
+// stay listed in /proc/self/task for a moment after pthread_join returns, until the kernel
+// has reaped it.
+std::vector<std::string> settledThreadNames() {
+  std::vector<std::string> names = threadNames();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (auto stillSince = std::chrono::steady_clock::now();
+       std::chrono::steady_clock::now() < deadline &&
+       std::chrono::steady_clock::now() - stillSince < std::chrono::milliseconds(100);) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::string> now = threadNames();
+    if (now != names) names = std::move(now), stillSince = std::chrono::steady_clock::now();
+  }
+  return names;
 }
 
 // Rank 0 aborts while a large AllReduce's reductions and copies are queued on the host device
@@ -180,10 +205,15 @@ TEST(DevicePathCycle, AbortWhileQueuedFailsEveryRankAndLeavesNothing) {
   runRanks(
       2,
       [](const RankContext& ctx) {
-        size_t baseline = 0, heapBaseline = 0;
+        // Each cycle's communicator rendezvouses over `world`: the root server that
+        // createFromEnvironment starts on rank 0 ends only once every rank has left, so it
+        // would still be running on some cycles and not on others.
+        auto world = Communicator::createFromEnvironment();
+        std::vector<std::string> baseline;
+        size_t heapBaseline = 0;
         for (int cycle = 0; cycle < 5; ++cycle) {
           SCOPED_TRACE("cycle " + std::to_string(cycle));
-          auto comm = Communicator::createFromEnvironment();
+          auto comm = Communicator::createFromExchange(ctx.rank, ctx.size, exchangeOver(*world));
           std::vector<float> buf(size_t{8} << 20, 1.0f);  // 32 MiB: many queued reductions
           comm->allReduce(buf.data(), buf.data(), 1024, DataType::Float32, RedOp::Sum);
           if (ctx.rank == 0) {
@@ -203,11 +233,13 @@ TEST(DevicePathCycle, AbortWhileQueuedFailsEveryRankAndLeavesNothing) {
           EXPECT_NE(comm->failure(), Result::Success);
           comm->destroy();
           comm.reset();
-          if (cycle == 0) baseline = threadCount(), heapBaseline = heapInUse();
-          EXPECT_EQ(threadCount(), baseline) << "threads left behind by a destroyed communicator";
+          if (cycle == 0) baseline = settledThreadNames(), heapBaseline = heapInUse();
+          EXPECT_EQ(settledThreadNames(), baseline)
+              << "threads left behind by a destroyed communicator";
           EXPECT_LT(heapInUse(), heapBaseline + (size_t{4} << 20))
               << "heap grew by " << (heapInUse() - heapBaseline) << " bytes since the first cycle";
         }
+        world->destroy();
       },
       o);
 }
