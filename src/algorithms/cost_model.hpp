@@ -169,12 +169,12 @@
 //     go first while the last step's arrive), then the last piece to the node peers; or the
 //     local link; or the rank's posts and its copies of the N blocks to the result.
 //   ReduceScatter: the node peers' contributions first, in the order the reversed steps read
-//     the positions, reduced in order; that local phase runs at the slower of NVLink and the
-//     rank's posts and reductions. Step by step, each once the last is in and reduced and the
-//     local phase has made the positions it reads first, then acc[0]'s copy to the result.
-//     This term is 10-30 % fast against the replay at 256 MiB - 1 GiB (the rank's posts,
-//     reductions and both links interfere more than it says), so the tuner does not rank
-//     HierarchicalBruck for ReduceScatter (tuner.hpp rankedCandidates).
+//     the positions, reduced in order (where pieces hold several blocks, a run of positions
+//     per message, gathered with strided copies); that local phase runs at the slower of
+//     NVLink and the rank's posts, gathers and reductions. The first piece across nodes waits
+//     for its unit, whose reductions the thread reaches only after posting min(all, L-1+W)
+//     sends. Step by step, each once the last is in and reduced and the local phase has made
+//     the positions it reads first, then acc[0]'s copy to the result.
 //
 // Data paths (DataPath). Where a call's buffers are in GPU memory, the engine moves them one
 // of two ways; everything above costs the first.

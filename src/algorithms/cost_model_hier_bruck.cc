@@ -2,10 +2,12 @@
 // (hierarchical_bruck.cc; cost_model.hpp, "Hierarchical with a Bruck across nodes").
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "algorithms.hpp"
 #include "cost_model.hpp"
 #include "patterns.hpp"
+#include "schedule.hpp"
 #include "tag.hpp"
 
 namespace sharc::algo::model {
@@ -44,8 +46,7 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
     const double placed = whole ? o_ * (L - 1) * N * m * c_ : 0.0;
     // The last step's last piece, once in, goes to the node peers: a message per block in it,
     // or one whole, then placed.
-    const double lastMessages =
-        (whole && lastPiece > m ? 1.0 : std::ceil(lastPiece / m)) * (L - 1);
+    const double lastMessages = (whole && lastPiece > m ? 1.0 : std::ceil(lastPiece / m)) * (L - 1);
     last = al +
            std::max(o_ * (L - 1) * lastPiece * localPerByte(std::min(piece, lastPiece)),
                     lastMessages * s) +
@@ -63,10 +64,35 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   // ReduceScatter: the node peers' contributions come in first, in the order the reversed
   // steps read the positions, and are reduced in order (the local phase).
   const double reduced = o_ * (L - 1) * N * m * g_;
+  // Where pieces hold several blocks, a node peer's contributions to a run of positions (cut
+  // at the steps' ranges) go in one message, gathered with strided copies (the own ones
+  // too); else a message per position and piece.
+  const bool runs = piece > 2 * m && (L - 1) * N * m <= kBruckLaneScratchMax;
+  const double runBlocks = runs ? std::floor(piece / m) : 1.0;
+  double units = 1;  // the local phase's (run of positions, piece)s; position 0 alone
+  for (int st = 0; st < reverseBruckSteps(N); ++st)
+    units += std::ceil(reverseBruckStep(0, N, st).blocks / runBlocks);
+  if (!runs) units = N * std::ceil(m / piece);
+  const double gathered = runs ? o_ * L * N * m * c_ : 0.0;
+  const double localRuns = runs ? o_ * (L - 1) * N * m * localPerByte(runBlocks * m) : local;
   // the local phase runs at the slower of NVLink and the rank posting its sends (L-1 per
-  // unit) and running their reductions
-  const double units = N * std::ceil(m / piece);  // the local phase's (position, piece)s
-  const double localPhase = std::max(local, units * (L - 1) * s + reduced);
+  // unit), gathering them and running their reductions
+  const double localPhase = std::max(localRuns, units * (L - 1) * s + reduced + gathered);
+  // The first piece across nodes waits for its unit: its messages from the node peers, and
+  // its reductions (and gathers), which the thread runs only once it has posted the node
+  // peers' sends ahead of them and the window's worth that refill the engine's window (two
+  // per peer: L-1 in the node, one per step across nodes).
+  const double window =
+      p_.postedSends > 0
+          ? static_cast<double>(sendWindow(static_cast<size_t>(L - 1 + reverseBruckSteps(N)),
+                                           static_cast<size_t>(p_.postedSends)))
+          : std::numeric_limits<double>::infinity();
+  const double first =  // the bytes of each block the first unit makes
+      runs ? std::min(runBlocks, static_cast<double>(reverseBruckStep(0, N, 0).blocks)) * m : one;
+  const double lead = al +
+                      std::max(std::min(units * (L - 1), (L - 1) + window) * s,
+                               o_ * (L - 1) * first * localPerByte(first)) +
+                      o_ * (L - 1) * first * g_ + (runs ? o_ * L * first * c_ : 0.0);
   // Step by step: a step streams its pieces once the previous one is in and reduced and the
   // local phase has made the positions it reads first, and ends no earlier than one piece
   // after the local phase has made its last position (positions are made in step order).
@@ -74,14 +100,14 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   for (int st = 0; st < reverseBruckSteps(N); ++st) {
     const double blocks = reverseBruckStep(0, N, st).blocks, b = blocks * m;
     const double x = std::min(piece, b), red = o_ * x * g_;
-    const double start = std::max(chain, al + localPhase * made / N);
+    const double start = std::max({chain, al + localPhase * made / N, st == 0 ? lead : 0.0});
     made += blocks;
     chain = std::max(start + af + s + wire(b), al + localPhase * made / N + af + s + wire(x)) + red;
     pieces += std::ceil(b / piece);
   }
   last = al + localPhase + o_ * std::min(piece, m) * g_;  // position 0, then its reductions
   // the rank: a post per send and, one after another with them, every reduction
-  const double thread = (pieces + units * (L - 1)) * s + reduced + o_ * (N - 1) * m * g_;
+  const double thread = (pieces + units * (L - 1)) * s + reduced + gathered + o_ * (N - 1) * m * g_;
   const double tail = o_ * m * c_;  // acc[0] to the result
   const double total = std::max({chain, last, thread + af + s}) + tail;
   k.latency += af + al;

@@ -14,8 +14,9 @@
 // a+2^k (patterns.hpp bruckAllGatherStep over node indices). Each piece that arrives is
 // copied to its place in the result and sent to every node peer, which put it at its place.
 // ReduceScatter mirrors it: the node peers first send rank (a, i) their contributions to the
-// blocks of rail i, which it reduces into acc[j] = node a's partial of the block of rail i on
-// node a+j (own first, then peers by local index); then reversed Bruck (reverseBruckStep)
+// blocks of rail i (where pieces hold several blocks, a run of positions per message, gathered
+// with strided copies), which it reduces into acc[j] = node a's partial of the block of rail i
+// on node a+j (own first, then peers by local index); then reversed Bruck (reverseBruckStep)
 // sends acc[d, length) to node a+d, receives into a fresh buffer from node a-d, reduces into
 // acc[0, length-d). acc[0] ends as the rank's block. Reductions run in a fixed order, so the
 // result does not depend on arrival order.
@@ -218,51 +219,141 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   const auto* send = static_cast<const std::byte*>(a.send);
   auto* out = static_cast<std::byte*>(a.recv);
   const size_t N = static_cast<size_t>(g.N), local = g.peers.size();
+  // Where pieces hold several blocks, a node peer's contributions to a run of positions go in
+  // one message, gathered from their strided places into `staged` (the mirror of the
+  // AllGather's whole pieces): a message per run rather than per position. Every rank
+  // decides alike.
+  const bool wholeRuns = g.pieceElems > 2 * g.count && local * N * g.block <= kBruckLaneScratchMax;
   // acc: the node's partials by position; in: what node peers send, one buffer per peer;
-  // fresh: each reversed Bruck step's receive (N-1 blocks over all steps).
-  std::byte* acc = s.scratch(g.block * (N + local * N + N));
+  // fresh: each reversed Bruck step's receive (N-1 blocks over all steps); staged: what this
+  // rank sends each node peer, gathered by position.
+  std::byte* acc = s.scratch(g.block * (N + local * N + N + (wholeRuns ? local * N : 0)));
   std::byte* in = acc + g.block * N;
   std::byte* fresh = in + g.block * local * N;
+  std::byte* staged = fresh + g.block * N;
   // The last operation that wrote each piece of acc (bytes), for the steps that read it.
   std::vector<Piece> wrote;
-  // The local phase in units of (position, piece of its block), in the order the reversed
-  // steps read them: step 0's positions [d, N) ascending, then the next step's, position 0
-  // last. Each unit: contributions to the node peers, theirs to this rank, reduced in order.
-  std::vector<int> order;
-  std::vector<size_t> unitEnd;  // per position: the units up to and including it, in order
-  std::vector<size_t> rankOf(N);
+  // The steps' reductions into positions whose units may come later in the schedule: each
+  // unit made afterwards goes before the ones it overlaps (own and node partials first).
+  std::vector<Piece> early;
+  // The local phase in units of (run of positions, piece of their blocks), in the order the
+  // reversed steps read them: step 0's positions [d, N) ascending, then the next step's,
+  // position 0 last. Each unit: contributions to the node peers, theirs to this rank,
+  // reduced in order (own first, then peers by local index).
+  struct Unit {
+    size_t first, last;  // positions [first, last)
+    size_t off, len;     // bytes of each block
+    size_t elems;        // elements of one block's part
+  };
+  std::vector<Unit> units;
+  std::vector<size_t> unitsFor(N);   // per position: the units to make before it is complete
+  std::vector<size_t> firstUnit(N);  // per position: the index of its first unit
+  const std::vector<Range> blockPieces = g.pieces(1);
+  const size_t runMax = wholeRuns ? g.pieceElems / g.count : 1;
+  const auto addRuns = [&](size_t from, size_t to) {
+    for (size_t j = from; j < to; j += runMax) {
+      const size_t end = std::min(to, j + runMax);
+      for (size_t q = j; q < end; ++q) firstUnit[q] = units.size();
+      for (const Range& p : blockPieces)
+        units.push_back({j, end, p.offset * g.elem, p.count * g.elem, p.count});
+      for (size_t q = j; q < end; ++q) unitsFor[q] = units.size();
+    }
+  };
   for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
     const ReverseBruckStep b = reverseBruckStep(0, g.N, k);
-    for (int j = b.distance; j < b.length; ++j) order.push_back(j);
+    addRuns(static_cast<size_t>(b.distance), static_cast<size_t>(b.length));
   }
-  order.push_back(0);
-  for (size_t i = 0; i < order.size(); ++i) rankOf[static_cast<size_t>(order[i])] = i;
-  const std::vector<Range> blockPieces = g.pieces(1);
-  const size_t units = order.size() * blockPieces.size();
+  addRuns(0, 1);
+  // The units to make before bytes [begin, end) of acc are complete: whole positions, and
+  // of the last one the units up to the piece that holds its last byte (a position's units
+  // go in order of its bytes; the positions of a range may belong to several steps).
+  const auto unitsBefore = [&](size_t begin, size_t end) {
+    const size_t lastAt = end - 1, lastPos = lastAt / g.block;
+    size_t need = 0;
+    for (size_t j = begin / g.block; j < lastPos; ++j) need = std::max(need, unitsFor[j]);
+    const Unit& u = units[firstUnit[lastPos]];
+    if (u.last - u.first > 1) return std::max(need, unitsFor[lastPos]);
+    const size_t elem = (lastAt % g.block) / g.elem;
+    size_t k = 0;
+    while (k + 1 < blockPieces.size() && blockPieces[k + 1].offset <= elem) ++k;
+    return std::max(need, firstUnit[lastPos] + k + 1);
+  };
+  // Blocks of positions [first, last) of rail `lane` from the send buffer into `dst`, one
+  // after another: runs whose places are evenly spaced in one strided copy.
+  const auto gather = [&](std::byte* dst, int lane, size_t first, size_t last) {
+    std::vector<OpId> ops;
+    const auto place = [&](size_t j) {
+      return static_cast<long long>(g.rankAt(g.node, static_cast<int>(j), lane));
+    };
+    for (size_t j = first; j < last;) {
+      const long long pitch = place(j + 1) - place(j);
+      size_t rows = 1;
+      while (pitch > 0 && j + rows < last && place(j + rows) - place(j + rows - 1) == pitch) ++rows;
+      std::byte* to = dst + (j - first) * g.block;
+      const std::byte* from = send + static_cast<size_t>(place(j)) * g.block;
+      ops.push_back(rows > 1 ? s.copyRows(to, g.block, from, static_cast<size_t>(pitch) * g.block,
+                                          g.block, rows)
+                             : s.copy(to, from, g.block));
+      j += rows;
+    }
+    return ops;
+  };
   uint32_t localSlot = 0;
   size_t made = 0;
+  // A unit's sends wait for the reductions of the unit kUnitsAhead before it. The engine's
+  // thread posts every ready send before it reduces: unthrottled, it would post the whole
+  // local phase first and make every position at its end, holding back the steps across nodes.
+  constexpr size_t kUnitsAhead = 3;
+  std::vector<OpId> unitDone;
+  const auto throttle = [&](OpId sd) {
+    if (made >= kUnitsAhead) s.after(sd, unitDone[made - kUnitsAhead]);
+  };
   const auto makeUnits = [&](size_t upTo) {
-    for (; made < std::min(upTo, units); ++made) {
-      const int j = order[made / blockPieces.size()];
-      const size_t jj = static_cast<size_t>(j);
-      const Range p = blockPieces[made % blockPieces.size()];
-      const size_t off = p.offset * g.elem, len = p.count * g.elem;
-      std::byte* dst = acc + jj * g.block + off;
-      const std::byte* mine = send + g.rankAt(g.node, j, g.rail) * g.block + off;
+    for (; made < std::min(upTo, units.size()); ++made) {
+      const Unit& x = units[made];
+      const size_t rows = x.last - x.first;
+      std::byte* dst = acc + x.first * g.block + x.off;
       OpId prev = 0;
-      for (size_t u = 0; u < local; ++u) {
-        const int t = g.peers[u];
-        const int lane = g.map.localRank[static_cast<size_t>(t)];
-        s.send(t, localSlot, send + g.rankAt(g.node, j, lane) * g.block + off, len);
-        std::byte* buf = in + (u * N + jj) * g.block + off;
-        const OpId rv = s.recv(t, localSlot, buf, len);
-        const OpId rd = s.reduce(dst, u == 0 ? mine : dst, buf, p.count);
-        s.after(rd, rv);
-        if (u > 0) s.after(rd, prev);
-        prev = rd;
+      if (rows > 1) {  // whole blocks: gathered to and from the node peers
+        const std::vector<OpId> own = gather(dst, g.rail, x.first, x.last);
+        for (size_t u = 0; u < local; ++u) {
+          const int t = g.peers[u];
+          std::byte* mine = staged + (u * N + x.first) * g.block;
+          const OpId sd = s.send(t, localSlot, mine, rows * g.block);
+          throttle(sd);
+          for (OpId c : gather(mine, g.map.localRank[static_cast<size_t>(t)], x.first, x.last))
+            s.after(sd, c);
+          std::byte* buf = in + (u * N + x.first) * g.block;
+          const OpId rv = s.recv(t, localSlot, buf, rows * g.block);
+          const OpId rd = s.reduce(dst, dst, buf, rows * g.count);
+          s.after(rd, rv);
+          if (u == 0)
+            for (OpId c : own) s.after(rd, c);
+          else
+            s.after(rd, prev);
+          prev = rd;
+        }
+      } else {
+        const int j = static_cast<int>(x.first);
+        const std::byte* mine = send + g.rankAt(g.node, j, g.rail) * g.block + x.off;
+        for (size_t u = 0; u < local; ++u) {
+          const int t = g.peers[u];
+          const int lane = g.map.localRank[static_cast<size_t>(t)];
+          throttle(s.send(t, localSlot, send + g.rankAt(g.node, j, lane) * g.block + x.off, x.len));
+          std::byte* buf = in + (u * N + x.first) * g.block + x.off;
+          const OpId rv = s.recv(t, localSlot, buf, x.len);
+          const OpId rd = s.reduce(dst, u == 0 ? mine : dst, buf, x.elems);
+          s.after(rd, rv);
+          if (u > 0) s.after(rd, prev);
+          prev = rd;
+        }
       }
       ++localSlot;
-      wrote.push_back({jj * g.block + off, jj * g.block + off + len, prev});
+      unitDone.push_back(prev);
+      const Piece unit{x.first * g.block + x.off, (x.last - 1) * g.block + x.off + x.len, prev};
+      for (const Piece& p : early)
+        if (p.begin < unit.end && unit.begin < p.end) s.after(p.op, prev);
+      wrote.push_back(unit);
     }
   };
   // Reversed Bruck across nodes over the partials, interleaved with the local units: each
@@ -285,9 +376,8 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
     for (size_t i = 0; i < stepPieces[static_cast<size_t>(k)].size(); ++i) {
       const Range piece = stepPieces[static_cast<size_t>(k)][i];
       const size_t begin = piece.offset * g.elem, end = begin + piece.count * g.elem;
-      const size_t last = (at + end - 1) / g.block;  // the farthest position the piece reads
-      const size_t paced = units * ++piecesMade / allPieces;
-      makeUnits(std::max((rankOf[last] + 1) * blockPieces.size(), paced) + ahead);
+      const size_t paced = units.size() * ++piecesMade / allPieces;
+      makeUnits(std::max(unitsBefore(at + begin, at + end), paced) + ahead);
       const OpId sd = s.send(to, static_cast<uint32_t>(i), acc + at + begin, end - begin);
       afterOverlaps(s, sd, wrote, at + begin, at + end);
       std::byte* buf = fresh + freshAt + begin;
@@ -297,15 +387,14 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       now.push_back({begin, end, rd});
     }
     // The step's reductions land in acc[0, length - d): after the units and earlier
-    // reductions that wrote there.
-    for (const Piece& p : now) {
-      makeUnits((rankOf[(p.end - 1) / g.block] + 1) * blockPieces.size());
-      afterOverlaps(s, p.op, wrote, p.begin, p.end);
-    }
+    // reductions that wrote there, and after the units made later (`early`), so that the
+    // node peers' sends of later positions do not crowd out the next step's.
+    for (const Piece& p : now) afterOverlaps(s, p.op, wrote, p.begin, p.end);
+    early.insert(early.end(), now.begin(), now.end());
     freshAt += static_cast<size_t>(b.blocks) * g.block;
     wrote.insert(wrote.end(), now.begin(), now.end());
   }
-  makeUnits(units);
+  makeUnits(units.size());
   // acc[0] is this rank's block: to the result, then Avg's division.
   const OpId done = s.copy(out, acc, g.block);
   afterOverlaps(s, done, wrote, 0, g.block);

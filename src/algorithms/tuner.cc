@@ -35,7 +35,7 @@ constexpr double kStagedCopiesUs = 10.0;
 constexpr int kDirectMaxRanks = 8;
 
 // Below 8 nodes both two-level forms move the same bytes with few peers, and the replay shows
-// no gain for the Bruck (its model is 14 % fast on 4 p5 nodes at 32 MiB): it is ranked from 8.
+// no gain for the Bruck (docs/tuner.md): it is ranked from 8.
 constexpr int kBruckMinNodes = 8;
 
 bool unchunked(Algorithm a) {
@@ -203,8 +203,7 @@ std::vector<Algorithm> candidates(const CallShape& s) {
 
 std::vector<Algorithm> rankedCandidates(const CallShape& shape, const TunerParams& p) {
   std::vector<Algorithm> out = candidates(shape);
-  if (!p.dmaTransfers || shape.kind != CollectiveKind::AllGather || !shape.nodes ||
-      shape.nodes->nodes() < kBruckMinNodes)
+  if (!p.dmaTransfers || !shape.nodes || shape.nodes->nodes() < kBruckMinNodes)
     std::erase(out, Algorithm::HierarchicalBruck);
   return out;
 }

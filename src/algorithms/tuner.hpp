@@ -189,8 +189,8 @@ inline size_t modelChunkBytes(size_t chunkBytes) {
 /// The algorithms that can run `shape` (before any override), in a fixed order.
 std::vector<Algorithm> candidates(const CallShape& shape);
 /// Those of them the model ranks on transports like `p`'s: HierarchicalBruck's model is the
-/// DMA transports' AllGather on 8 nodes or more (cost_model.hpp; its ReduceScatter term does
-/// not yet agree with the replay), so elsewhere it runs only when forced.
+/// DMA transports' (AllGather and ReduceScatter) on 8 nodes or more (cost_model.hpp), so
+/// elsewhere it runs only when forced.
 std::vector<Algorithm> rankedCandidates(const CallShape& shape, const TunerParams& p);
 /// The model's time for running `shape` with `a` in chunks of `chunkBytes`; fills
 /// `breakdown` (if given) with the terms.
