@@ -300,9 +300,10 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   };
   uint32_t localSlot = 0;
   size_t made = 0;
-  // A unit's sends wait for the reductions of the unit kUnitsAhead before it. The engine's
-  // thread posts every ready send before it reduces: unthrottled, it would post the whole
-  // local phase first and make every position at its end, holding back the steps across nodes.
+  // A unit's sends and gathers wait for the reductions of the unit kUnitsAhead before it. The
+  // engine's thread posts every ready send and runs every ready copy before it reduces:
+  // unthrottled, it would run the whole local phase's first and make every position at its
+  // end, holding back the steps across nodes.
   constexpr size_t kUnitsAhead = 3;
   std::vector<OpId> unitDone;
   const auto throttle = [&](OpId sd) {
@@ -316,13 +317,15 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       OpId prev = 0;
       if (rows > 1) {  // whole blocks: gathered to and from the node peers
         const std::vector<OpId> own = gather(dst, g.rail, x.first, x.last);
+        for (OpId c : own) throttle(c);
         for (size_t u = 0; u < local; ++u) {
           const int t = g.peers[u];
           std::byte* mine = staged + (u * N + x.first) * g.block;
           const OpId sd = s.send(t, localSlot, mine, rows * g.block);
-          throttle(sd);
-          for (OpId c : gather(mine, g.map.localRank[static_cast<size_t>(t)], x.first, x.last))
+          for (OpId c : gather(mine, g.map.localRank[static_cast<size_t>(t)], x.first, x.last)) {
+            throttle(c);
             s.after(sd, c);
+          }
           std::byte* buf = in + (u * N + x.first) * g.block;
           const OpId rv = s.recv(t, localSlot, buf, rows * g.block);
           const OpId rd = s.reduce(dst, dst, buf, rows * g.count);
