@@ -129,10 +129,10 @@ check() {
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 32M -e 2G -f 4" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 256 -b 32M -e 2G -f 4")
       echo "covered: 3-9 minutes on 2 cores (docs/planning.md has its table); CTest plan.ScheduleSimScale.ModelAgreesAt2048Ranks replays 256 nodes at 32 MiB" ;;
-    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64 -b 32M -e 2G -f 4" | \
-      "build/tools/sharc-plan simulate --cluster p4d.24xlarge --collective reduce_scatter --nodes 2,4,8,16,32 -b 32M -e 2G -f 4" | \
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64,128 -b 32M -e 2G -f 4" | \
+      "build/tools/sharc-plan simulate --cluster p4d.24xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64 -b 32M -e 2G -f 4" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 8,16,32,64,128 -b 32M -e 2G -f 4")
-      echo "covered: 0.5-6 minutes on 2 cores (docs/replay-scale.md has its table); CTest plan.ScheduleSimScale.ModelAgreesOnTableRows replays these rows at 2-16 nodes and 32 nodes (128 MiB)" ;;
+      echo "covered: 1-6 minutes on 2 cores (docs/replay-scale.md has its table); CTest plan.ScheduleSimScale.ModelAgreesOnTableRows replays these rows at 2-16 nodes and 32 nodes (128 MiB)" ;;
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 128M -e 128M")
       echo "skip: about 40 s and 1 GB at 2,048 ranks; CTest plan.ScheduleSimScale.* replays up to 512 ranks hierarchical" ;;
     "build/tests/plan/test_schedule_sim --table")
