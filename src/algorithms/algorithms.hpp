@@ -56,6 +56,13 @@ bool buildHierarchicalAllReduce(Schedule& s, const CollArgs& args);
 /// pieces hold several blocks and (L-1) N blocks fit, a piece goes to each node peer whole
 /// and the peer places its blocks with strided copies; else one message per block.
 inline constexpr size_t kBruckLaneScratchMax = size_t{1} << 30;
+/// Whether hierarchical_bruck moves whole pieces between node peers (AllGather) or runs of
+/// positions (ReduceScatter): pieces of more than two blocks, and (L-1) N blocks of scratch
+/// within kBruckLaneScratchMax. The builders and the cost model decide by this one rule.
+inline bool bruckWholePieces(double pieceBytes, double blockBytes, double nodePeers, double nodes) {
+  return pieceBytes > 2 * blockBytes &&
+         nodePeers * nodes * blockBytes <= static_cast<double>(kBruckLaneScratchMax);
+}
 /// The same with a Bruck across nodes (hierarchical_bruck.cc): false, building nothing, where
 /// the nodes differ in size (or as above); the caller then builds the hierarchical form.
 bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& args);

@@ -41,7 +41,7 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
     }
     // Pieces of several blocks go to the node peers whole, which place the blocks with
     // strided copies (hierarchical_bruck.cc, kBruckLaneScratchMax); else a message per block.
-    const bool whole = piece > 2 * m && (L - 1) * N * m <= kBruckLaneScratchMax;
+    const bool whole = bruckWholePieces(piece, m, L - 1, N);
     const double segments = whole ? std::ceil(m / piece) + pieces : N + std::ceil(N * m / piece);
     const double placed = whole ? o_ * (L - 1) * N * m * c_ : 0.0;
     // The last step's last piece, once in, goes to the node peers: a message per block in it,
@@ -67,7 +67,7 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   // Where pieces hold several blocks, a node peer's contributions to a run of positions (cut
   // at the steps' ranges) go in one message, gathered with strided copies (the own ones
   // too); else a message per position and piece.
-  const bool runs = piece > 2 * m && (L - 1) * N * m <= kBruckLaneScratchMax;
+  const bool runs = bruckWholePieces(piece, m, L - 1, N);
   const double runBlocks = runs ? std::floor(piece / m) : 1.0;
   double units = 1;  // the local phase's (run of positions, piece)s; position 0 alone
   for (int st = 0; st < reverseBruckSteps(N); ++st)

@@ -114,8 +114,9 @@ bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& a) {
   // copies: a message per piece rather than per block (the rank's posts bound it at
   // hundreds of nodes). Only while that scratch stays small; every rank decides alike.
   const size_t local = g.peers.size();
-  const bool wholePieces = g.pieceElems > 2 * g.count &&
-                           local * static_cast<size_t>(g.N) * g.block <= kBruckLaneScratchMax;
+  const bool wholePieces =
+      bruckWholePieces(static_cast<double>(g.pieceElems * g.elem), static_cast<double>(g.block),
+                       static_cast<double>(local), g.N);
   std::byte* lanes = wholePieces ? s.scratch(local * static_cast<size_t>(g.N) * g.block) : nullptr;
   // Blocks [begin, end) of a rotated buffer (`from`, rail `lane`'s) to their places in the
   // result: runs of whole blocks whose places are evenly spaced in one strided copy.
@@ -223,7 +224,9 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   // one message, gathered from their strided places into `staged` (the mirror of the
   // AllGather's whole pieces): a message per run rather than per position. Every rank
   // decides alike.
-  const bool wholeRuns = g.pieceElems > 2 * g.count && local * N * g.block <= kBruckLaneScratchMax;
+  const bool wholeRuns =
+      bruckWholePieces(static_cast<double>(g.pieceElems * g.elem), static_cast<double>(g.block),
+                       static_cast<double>(local), static_cast<double>(N));
   // acc: the node's partials by position; in: what node peers send, one buffer per peer;
   // fresh: each reversed Bruck step's receive (N-1 blocks over all steps); staged: what this
   // rank sends each node peer, gathered by position.
