@@ -9,6 +9,9 @@
 # Environment (defaults in brackets):
 #   ROUNDS [5]  RANKS [4]  MIN_BYTES [1K]  MAX_BYTES [64M]  FACTOR [4]
 #   COLLS ["all_gather reduce_scatter"]  PERF_ARGS [""] (extra sharc-perf flags, e.g. "-n 50")
+#   NODES [""]: ranks per node, e.g. "2,2", to run each side on an emulated cluster of that
+#   layout (tools/emulate-cluster.sh; root) instead of RANKS ranks on this host; RATE [""]
+#   shapes its links (e.g. 2gbit)
 #   SHARC_AB_DIR [$HOME/.cache/sharc-ab] (worktrees, builds, results)  SHARC_JOBS [2]
 # Only committed states are measured: uncommitted edits in this checkout are not seen.
 # Exit status: 0 when every run passed its check (#wrong 0), 1 otherwise, 2 on bad usage
@@ -25,6 +28,15 @@ rounds=${ROUNDS:-5} ranks=${RANKS:-4} jobs=${SHARC_JOBS:-2}
 min=${MIN_BYTES:-1K} max=${MAX_BYTES:-64M} factor=${FACTOR:-4}
 read -r -a colls <<<"${COLLS:-all_gather reduce_scatter}"
 read -r -a extra <<<"${PERF_ARGS:-}"
+nodes=${NODES:-} rate=${RATE:-}
+# Where NODES is set, every run goes through the emulated cluster (one process per rank).
+launch=(); world=(-N "$ranks")
+if [[ -n $nodes ]]; then
+  launch=(bash "$(dirname "${BASH_SOURCE[0]}")/emulate-cluster.sh" --nodes "$nodes")
+  [[ -n $rate ]] && launch+=(--rate "$rate")
+  launch+=(--)
+  world=()
+fi
 
 # Resolve both names to full hashes now: a moving HEAD or branch cannot change the run later.
 resolve() { git -C "$repo" rev-parse --verify --quiet "$1^{commit}" || die "unknown commit: $1"; }
@@ -65,7 +77,7 @@ mkdir -p "$res"
 {
   echo "A $sha_a $(git -C "$repo" log -1 --format=%s "$sha_a")"
   echo "B $sha_b $(git -C "$repo" log -1 --format=%s "$sha_b")"
-  echo "rounds=$rounds ranks=$ranks sizes=$min..$max x$factor colls=${colls[*]} extra=${extra[*]:-}"
+  echo "rounds=$rounds ranks=${nodes:-$ranks} rate=${rate:-none} sizes=$min..$max x$factor colls=${colls[*]} extra=${extra[*]:-}"
   echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(uname -r)"
 } | tee "$res/info.txt"
 
@@ -80,7 +92,7 @@ for ((r = 1; r <= rounds; r++)); do
       out=$res/$side-$coll-r$r
       echo "-- round $r/$rounds $side $coll"
       rc=0
-      "$perf" "$coll" -N "$ranks" -b "$min" -e "$max" -f "$factor" -c 1 \
+      "${launch[@]}" "$perf" "$coll" "${world[@]}" -b "$min" -e "$max" -f "$factor" -c 1 \
         --json "$out.json" "${extra[@]}" >"$out.txt" 2>&1 || rc=$?
       if ((rc)); then echo "   FAILED (exit status $rc): $out.txt"; fail=1; fi
     done

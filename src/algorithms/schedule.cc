@@ -250,7 +250,7 @@ void Schedule::complete(OpId id) {
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
       if (next.kind == OpKind::Send)
-        readySends_.push(d);
+        readySends_[static_cast<size_t>(linkOf(next.peer))].push(d);
       else if (next.kind == OpKind::Recv)
         readyRecvs_.push(d);
       else
@@ -346,8 +346,9 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
                                  op.transfer);
   }
   if (st == transport::PostStatus::Retry) return false;
-  if (st == transport::PostStatus::Completed) {                // injected: done already
-    if (op.staged && op.kind == OpKind::Send) --postedSends_;  // counted when staging began
+  if (st == transport::PostStatus::Completed) {  // injected: done already
+    if (op.staged && op.kind == OpKind::Send)
+      window_.done(linkOf(op.peer));  // counted when staging began
     complete(id);
     return true;
   }
@@ -363,7 +364,7 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
   if (op.kind == OpKind::Recv)
     ++postedRecvs_;
   else if (!op.staged)  // a staged send counted itself when its staging began
-    ++postedSends_;
+    window_.posted(linkOf(op.peer));
   return true;
 }
 
@@ -372,12 +373,12 @@ Schedule::State Schedule::advance() {
   if (!started_) {
     started_ = true;
     if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
-    sendWindow_ = sendWindow(sendPeers());
+    sizeSendWindow();
     for (OpId id = 0; id < ops_.size(); ++id) {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
       if (ops_[id].kind == OpKind::Send)
-        readySends_.push(id);
+        readySends_[static_cast<size_t>(linkOf(ops_[id].peer))].push(id);
       else if (ops_[id].kind == OpKind::Recv)
         readyRecvs_.push(id);
       else
@@ -405,9 +406,10 @@ Schedule::State Schedule::advance() {
       readyRecvs_.pop();
       progressed = true;
     }
-    while (!readySends_.empty() && postedSends_ < sendWindow_ && state_ == State::Running) {
-      if (!post(readySends_.top())) break;
-      readySends_.pop();
+    for (int c = window_.next(readySends_); c >= 0 && state_ == State::Running;
+         c = window_.next(readySends_)) {
+      if (!post(readySends_[c].top())) break;
+      readySends_[c].pop();
       progressed = true;
     }
     while (!readyLocal_.empty() && state_ == State::Running) {
@@ -433,19 +435,27 @@ Schedule::State Schedule::advance() {
   return state_;
 }
 
-size_t Schedule::sendPeers() const {
+void Schedule::sizeSendWindow() {
   std::vector<bool> seen;
-  size_t n = 0;
+  size_t peers[2] = {0, 0};
   for (const Op& op : ops_) {
     if (op.kind != OpKind::Send) continue;
     const auto p = static_cast<size_t>(op.peer);
     if (p >= seen.size()) seen.resize(p + 1);
     if (!seen[p]) {
       seen[p] = true;
-      ++n;
+      ++peers[static_cast<size_t>(linkOf(op.peer))];
     }
   }
-  return n;
+  window_.size(peers[0], peers[1], sendWindow(peers[0] + peers[1]));
+}
+
+LinkClass Schedule::linkOf(int peer) const {
+  const NodeMap* m = ctx_.nodes;
+  if (m == nullptr || static_cast<size_t>(peer) >= m->nodeOf.size()) return LinkClass::Local;
+  return m->nodeOf[static_cast<size_t>(peer)] == m->nodeOf[static_cast<size_t>(ctx_.rank)]
+             ? LinkClass::Local
+             : LinkClass::Remote;
 }
 
 std::string Schedule::waitingOn() const {
@@ -477,7 +487,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
   op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
-    --postedSends_;
+    window_.done(linkOf(op.peer));
   else
     --postedRecvs_;
   if (state_ != State::Running) {
@@ -517,7 +527,7 @@ void Schedule::onTransferError(transport::Transfer& t, Result code, const std::s
   op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
-    --postedSends_;
+    window_.done(linkOf(op.peer));
   else
     --postedRecvs_;
   op.state = OpState::Done;

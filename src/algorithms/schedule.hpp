@@ -18,6 +18,7 @@
 #include "core/device_queue.hpp"
 #include "node_map.hpp"
 #include "queue_pool.hpp"
+#include "send_window.hpp"
 #include "tag.hpp"
 #include "transport/endpoint.hpp"
 
@@ -36,7 +37,7 @@ inline constexpr size_t kMaxPostedSends = 1024;
 /// on each link while the next waits behind it), within [floor, kMaxPostedSends]. A fixed window
 /// let a rank's own sends to many nodes hold every place while its forwards waited (a hierarchical
 /// AllGather on 64 nodes ran 1.5x longer in the replay). Each receiver still gets at most two of a
-/// sender's messages ahead of it.
+/// sender's messages ahead of it. SendWindow (send_window.hpp) splits it by link class.
 constexpr size_t sendWindow(size_t sendPeers, size_t floor = kMinPostedSends) {
   const size_t two = 2 * sendPeers;
   return two < floor ? floor : (two < kMaxPostedSends ? two : kMaxPostedSends);
@@ -268,17 +269,19 @@ class Schedule final : public transport::TransferOwner {
   bool postTransfer(OpId id, const void* buf, void* rbuf);
   void releaseDeviceMemory() noexcept;  // gives scratch and staging back (destructor)
   std::string waitingOn() const;
-  // The distinct ranks this schedule sends to (its send window's measure).
-  size_t sendPeers() const;
+  // Sizes window_ by the distinct ranks this schedule sends to on each link class.
+  void sizeSendWindow();
+  // The link a transfer with `peer` takes (SendWindow's classes).
+  LinkClass linkOf(int peer) const;
 
   ScheduleContext ctx_;
   uint64_t tagBase_;
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
   std::deque<OpId> readyLocal_;
-  // Ready sends, oldest in schedule order first, as receives are posted: a forward built
-  // before the rank's later own sends goes before them.
-  std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readySends_;
+  // Ready sends by link class (LinkClass), oldest in schedule order first, as receives are
+  // posted: a forward built before the rank's later own sends goes before them.
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readySends_[2];
   // Ready receives, oldest (lowest id) first (posting rules: recvWindow, inOrderRecvs).
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyRecvs_;
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
@@ -293,8 +296,8 @@ class Schedule final : public transport::TransferOwner {
   State state_ = State::Running;
   bool started_ = false;
   size_t done_ = 0;
-  size_t posted_ = 0, postedSends_ = 0, postedRecvs_ = 0;
-  size_t sendWindow_ = kMinPostedSends;  // sendWindow() of the ranks it sends to, set at start
+  size_t posted_ = 0, postedRecvs_ = 0;
+  SendWindow window_;                    // sized when it starts
   size_t recvWindow_ = kMaxPostedRecvs;  // recvWindow() of the endpoint, set when it starts
   Result errorCode_ = Result::Success;
   std::string errorMessage_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/schedule.hpp"
+#include "algorithms/send_window.hpp"
 #include "cluster_model.hpp"
 #include "schedule_flows.hpp"
 #include "schedule_ops.hpp"
@@ -22,9 +23,10 @@ namespace {
 
 using Kind = algo::Schedule::OpKind;
 using Ops = SimOps;
-// The engine's posting rules (schedule.hpp: sendWindow, recvWindow, inOrderRecvs): ready
-// sends oldest in schedule order first, two per peer the rank sends to (at least 32) posted at
-// once; receives oldest first,
+// The engine's posting rules (schedule.hpp: sendWindow, recvWindow, inOrderRecvs;
+// send_window.hpp): ready sends oldest in schedule order first, two per peer the rank sends to
+// (at least 32) posted at once, each link class keeping two per peer of its own; receives
+// oldest first,
 // those ready ahead of an older one still waiting taking at most the window less its in-order
 // places. The window is the engine's on a provider that holds 4 x kMaxPostedRecvs (4,096) posted
 // receives or more.
@@ -127,16 +129,16 @@ class Replay {
     postedOrDone_.assign(ops_.kind.size(), 0);
     std::vector<int> lastSendTo(static_cast<size_t>(n_), -1);
     for (int r = 0; r < n_; ++r) {
-      size_t peers = 0;
+      size_t peers[2] = {0, 0};
       for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g) {
         if (ops_.kind[g] == Kind::Recv) ranks_[r].recvOrder.push_back(g);
         if (ops_.kind[g] == Kind::Send && lastSendTo[static_cast<size_t>(ops_.peer[g])] != r) {
           lastSendTo[static_cast<size_t>(ops_.peer[g])] = r;
-          ++peers;
+          ++peers[static_cast<size_t>(linkOf(r, g))];
         }
       }
-      ranks_[r].sendWindow =
-          static_cast<uint32_t>(algo::sendWindow(peers));  // the engine's, whatever p_ says
+      // the engine's window, whatever p_ says
+      ranks_[r].window.size(peers[0], peers[1], algo::sendWindow(peers[0] + peers[1]));
     }
     for (int r = 0; r < n_; ++r) {
       for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)
@@ -171,18 +173,25 @@ class Replay {
  private:
   struct Rank {
     std::deque<uint32_t> local;  // ready, in the order they became ready
-    // ready sends, oldest in schedule order first
-    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> sends;
+    // ready sends by link class (algo::LinkClass), oldest in schedule order first
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> sends[2];
     // ready receives, oldest first; every receive in schedule order; the oldest not posted
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> recvs;
     std::vector<uint32_t> recvOrder;
     size_t oldestUnposted = 0;
     std::vector<uint32_t> finished;  // completions the next advance takes in
-    uint32_t postedSends = 0, postedRecvs = 0, done = 0;
-    uint32_t sendWindow = 0;  // the engine's sendWindow for the ranks it sends to
+    uint32_t postedRecvs = 0, done = 0;
+    algo::SendWindow window;  // the engine's, for the ranks it sends to
     double cpuFree = 0, lastDone = 0;
     bool scheduled = false;
   };
+
+  // The link class of rank r's transfer g (Schedule::linkOf).
+  algo::LinkClass linkOf(int r, uint32_t g) const {
+    return map_.nodeOf[static_cast<size_t>(ops_.peer[g])] == map_.nodeOf[static_cast<size_t>(r)]
+               ? algo::LinkClass::Local
+               : algo::LinkClass::Remote;
+  }
 
   void push(double t, Ev type, uint32_t id) { events_.push({t, order_++, type, id}); }
 
@@ -202,7 +211,7 @@ class Replay {
     if (kind == Kind::Recv)
       k.recvs.push(g);
     else if (kind == Kind::Send)
-      k.sends.push(g);
+      k.sends[static_cast<size_t>(linkOf(r, g))].push(g);
     else
       k.local.push_back(g);
   }
@@ -237,7 +246,7 @@ class Replay {
     double t = std::max(now, k.cpuFree);
     for (uint32_t g : k.finished) {
       if (ops_.kind[g] == Kind::Send)
-        --k.postedSends;
+        k.window.done(linkOf(r, g));
       else
         --k.postedRecvs;
       complete(r, g, t);
@@ -269,10 +278,10 @@ class Replay {
         }
         progressed = true;
       }
-      while (!k.sends.empty() && k.postedSends < k.sendWindow) {
-        const uint32_t g = k.sends.top();
-        k.sends.pop();
-        ++k.postedSends;
+      for (int c = k.window.next(k.sends); c >= 0; c = k.window.next(k.sends)) {
+        const uint32_t g = k.sends[c].top();
+        k.sends[c].pop();
+        k.window.posted(static_cast<algo::LinkClass>(c));
         t += p_.stepUs;
         messages_.push_back({r, ops_.peer[g], ops_.slot[g], ops_.bytes[g], g});
         push(t, Ev::FlowStart, static_cast<uint32_t>(messages_.size() - 1));
