@@ -99,6 +99,12 @@ check() {
       echo "run: SHARC_AB_DIR=$tmp/ab MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46")
       echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
+    "SHARC_ALGO=hierarchical_bruck NODES=2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 26146b7 846b176")
+      if [[ $(id -u) -eq 0 ]]; then
+        echo "run: SHARC_AB_DIR=$tmp/ab NODES=1,1 MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null"
+      else
+        echo "skip: needs root (network namespaces)"
+      fi ;;
     'COLLS="all_gather reduce_scatter all_reduce" bash tools/compare-mpi.sh 5 2 4')
       echo "run: COLLS=all_gather bash tools/compare-mpi.sh 1 2" ;;
     "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1M -e 16G -f 4" | \
