@@ -10,10 +10,9 @@
 #include "sharc/error.hpp"
 
 namespace sharc::plan {
-namespace {
 
 // Address space for the builders' pointer arithmetic: reserved, never touched.
-class Reservation {
+class SimBuilder::Reservation {
  public:
   explicit Reservation(size_t bytes) : size_(std::max<size_t>(bytes, 4096)) {
     ptr_ = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -31,55 +30,63 @@ class Reservation {
   void* ptr_;
 };
 
-}  // namespace
-
 size_t simCountPerRank(Collective c, size_t bytes, int n) {
   return c == Collective::AllReduce ? bytes / kSimElem : bytes / static_cast<size_t>(n) / kSimElem;
+}
+
+SimBuilder::SimBuilder(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
+                       size_t chunkBytes)
+    : map_(map), c_(c), a_(a) {
+  const int n = map.size();
+  const size_t count = simCountPerRank(c, bytes, n);
+  const size_t block = count * kSimElem;
+  const size_t sendBytes = c == Collective::ReduceScatter ? block * n : block;
+  const size_t recvBytes = c == Collective::AllGather ? block * n : block;
+  buffers_ = std::make_unique<Reservation>(sendBytes + recvBytes);
+  args_.send = buffers_->at(0);
+  args_.recv = buffers_->at(sendBytes);
+  args_.count = count;
+  args_.chunkBytes = chunkBytes;
+}
+
+SimBuilder::~SimBuilder() = default;
+
+size_t SimBuilder::build(int rank, std::vector<algo::Schedule::OpInfo>* ops) {
+  algo::ScheduleContext ctx;
+  ctx.scratch = &pool_;
+  ctx.nodes = &map_;
+  ctx.rank = rank;
+  ctx.size = map_.size();
+  ctx.commId = 1;
+  ctx.seq = 1;
+  ctx.type = DataType::Float32;
+  ctx.op = RedOp::Sum;
+  ctx.kind = c_;
+  ctx.count = args_.count;
+  ctx.algorithm = algo::algorithmName(a_);
+  ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  algo::Schedule s(ctx);
+  switch (c_) {
+    case Collective::AllGather: algo::buildAllGather(s, a_, args_); break;
+    case Collective::ReduceScatter: algo::buildReduceScatter(s, a_, args_); break;
+    case Collective::AllReduce: algo::buildAllReduce(s, a_, args_); break;
+    default: break;
+  }
+  if (ops == nullptr) return s.opCount();
+  *ops = s.describeOps();
+  return ops->size();
 }
 
 // Builds each rank's schedule in turn (one at a time: scratch is only reserved memory, but a
 // schedule's operations are not small), keeping only what the replay needs.
 SimOps buildSimOps(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
                    size_t chunkBytes) {
-  const int n = map.size();
-  const size_t count = simCountPerRank(c, bytes, n);
-  const size_t block = count * kSimElem;
-  const size_t sendBytes = c == Collective::ReduceScatter ? block * n : block;
-  const size_t recvBytes = c == Collective::AllGather ? block * n : block;
-  const Reservation buffers(sendBytes + recvBytes);
-  algo::ScratchPool pool;
-  algo::CollArgs args;
-  args.send = buffers.at(0);
-  args.recv = buffers.at(sendBytes);
-  args.count = count;
-  args.chunkBytes = chunkBytes;
+  SimBuilder builder(map, c, bytes, a, chunkBytes);
   SimOps ops;
   ops.depBegin.push_back(0);
-  for (int r = 0; r < n; ++r) {
-    algo::ScheduleContext ctx;
-    ctx.scratch = &pool;
-    ctx.nodes = &map;
-    ctx.rank = r;
-    ctx.size = n;
-    ctx.commId = 1;
-    ctx.seq = 1;
-    ctx.type = DataType::Float32;
-    ctx.op = RedOp::Sum;
-    ctx.kind = c;
-    ctx.count = count;
-    ctx.algorithm = algo::algorithmName(a);
-    ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-    std::vector<algo::Schedule::OpInfo> info;
-    {
-      algo::Schedule s(ctx);
-      switch (c) {
-        case Collective::AllGather: algo::buildAllGather(s, a, args); break;
-        case Collective::ReduceScatter: algo::buildReduceScatter(s, a, args); break;
-        case Collective::AllReduce: algo::buildAllReduce(s, a, args); break;
-        default: break;
-      }
-      info = s.describeOps();
-    }
+  std::vector<algo::Schedule::OpInfo> info;
+  for (int r = 0; r < map.size(); ++r) {
+    builder.build(r, &info);
     const auto first = static_cast<uint32_t>(ops.kind.size());
     ops.base.push_back(first);
     ops.pending.resize(first + info.size(), 0);

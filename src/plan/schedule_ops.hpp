@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "algorithms/algorithms.hpp"
@@ -30,6 +31,30 @@ struct SimOps {
 /// Elements per rank of a call of `bytes` (AllGather output, ReduceScatter input, AllReduce
 /// vector) on n ranks.
 size_t simCountPerRank(Collective c, size_t bytes, int n);
+
+/// Builds single ranks' schedules of one call (`a` in `chunkBytes` chunks on `map`) over
+/// reserved address space that is never touched: the replay's input, and what the
+/// schedule-build benchmark times (perf/bench_schedule_build.cc).
+class SimBuilder {
+ public:
+  SimBuilder(const algo::NodeMap& map, Collective c, size_t bytes, algo::Algorithm a,
+             size_t chunkBytes);
+  ~SimBuilder();
+  SimBuilder(const SimBuilder&) = delete;
+  SimBuilder& operator=(const SimBuilder&) = delete;
+  /// Builds rank `rank`'s schedule as the engine does; fills `ops` (if given) with its
+  /// operations. Returns how many there are.
+  size_t build(int rank, std::vector<algo::Schedule::OpInfo>* ops = nullptr);
+
+ private:
+  class Reservation;
+  const algo::NodeMap& map_;
+  Collective c_;
+  algo::Algorithm a_;
+  std::unique_ptr<Reservation> buffers_;
+  algo::ScratchPool pool_;
+  algo::CollArgs args_;
+};
 
 /// Builds each rank's schedule of `a` in `chunkBytes` chunks in turn, keeping only what the
 /// replay needs. Throws InvalidArgument for single-copy algorithms (one host only).
