@@ -92,11 +92,42 @@ bool applies(const Schedule& s, size_t count) {
   return count > 0 && static_cast<size_t>(map->nodes()) < tag::kMaxSlots / 4;
 }
 
-// Depends `op` on every piece of `got` that overlaps bytes [begin, end).
-void afterOverlaps(Schedule& s, OpId op, const std::vector<Piece>& got, size_t begin, size_t end) {
-  for (const Piece& p : got)
-    if (p.begin < end && begin < p.end) s.after(op, p.op);
-}
+// Pieces of a buffer of blocks, found by the blocks they overlap: the builders ask for the
+// pieces a range overlaps once per piece they make, and a scan of all of them made building
+// quadratic in the pieces (thousands per rank at 2 GiB).
+class PieceIndex {
+ public:
+  PieceIndex(size_t blocks, size_t block) : at_(blocks), block_(block) {}
+
+  void add(const Piece& p) {
+    const auto id = static_cast<uint32_t>(pieces_.size());
+    pieces_.push_back(p);
+    for (size_t j = p.begin / block_; j <= (p.end - 1) / block_; ++j) at_[j].push_back(id);
+  }
+  /// The pieces that overlap bytes [begin, end), in the order they were added.
+  const std::vector<Piece>& overlapping(size_t begin, size_t end) {
+    ids_.clear();
+    for (size_t j = begin / block_; j <= (end - 1) / block_; ++j)
+      for (uint32_t id : at_[j])
+        if (pieces_[id].begin < end && begin < pieces_[id].end) ids_.push_back(id);
+    std::sort(ids_.begin(), ids_.end());
+    ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+    found_.clear();
+    for (uint32_t id : ids_) found_.push_back(pieces_[id]);
+    return found_;
+  }
+  /// Depends `op` on every piece that overlaps bytes [begin, end).
+  void after(Schedule& s, OpId op, size_t begin, size_t end) {
+    for (const Piece& p : overlapping(begin, end)) s.after(op, p.op);
+  }
+
+ private:
+  std::vector<Piece> pieces_;
+  std::vector<std::vector<uint32_t>> at_;  // per block: the pieces that overlap it
+  size_t block_;
+  std::vector<uint32_t> ids_;
+  std::vector<Piece> found_;
+};
 
 }  // namespace
 
@@ -107,7 +138,7 @@ bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& a) {
   auto* recv = static_cast<std::byte*>(a.recv);
   std::byte* work = s.scratch(g.block * static_cast<size_t>(g.N));
   const OpId own = s.copy(work, send, g.block);
-  std::vector<Piece> got;  // received pieces of work, in bytes
+  PieceIndex got(static_cast<size_t>(g.N), g.block);  // received pieces of work, in bytes
   uint32_t localSlot = 0;  // messages between node peers, numbered alike on every rank
   // Where pieces hold several blocks, each goes to a node peer whole, into the part of
   // `lanes` kept for this rank's rail, and the peer puts its blocks in place with strided
@@ -198,14 +229,14 @@ bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& a) {
       const OpId rv = s.recv(from, static_cast<uint32_t>(i), work + into + begin, end - begin);
       const OpId sd = s.send(to, static_cast<uint32_t>(i), work + begin, end - begin);
       if (begin < g.block) s.after(sd, own);
-      afterOverlaps(s, sd, got, begin, end);
+      got.after(s, sd, begin, end);
       now.push_back({into + begin, into + end, rv});
       for (; spreadDone < previous.size() * (i + 1) / pieces.size(); ++spreadDone)
         spread(previous[spreadDone]);
       if (k + 1 == g.steps) spread(now.back());
     }
     for (; spreadDone < previous.size(); ++spreadDone) spread(previous[spreadDone]);
-    got.insert(got.end(), now.begin(), now.end());
+    for (const Piece& p : now) got.add(p);
     previous = std::move(now);
   }
   // Out of place, this rank's own block goes to its place in the result.
@@ -235,10 +266,10 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   std::byte* fresh = in + g.block * local * N;
   std::byte* staged = fresh + g.block * N;
   // The last operation that wrote each piece of acc (bytes), for the steps that read it.
-  std::vector<Piece> wrote;
+  PieceIndex wrote(N, g.block);
   // The steps' reductions into positions whose units may come later in the schedule: each
   // unit made afterwards goes before the ones it overlaps (own and node partials first).
-  std::vector<Piece> early;
+  PieceIndex early(N, g.block);
   // The local phase in units of (run of positions, piece of their blocks), in the order the
   // reversed steps read them: step 0's positions [d, N) ascending, then the next step's,
   // position 0 last. Each unit: contributions to the node peers, theirs to this rank,
@@ -357,9 +388,8 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       ++localSlot;
       unitDone.push_back(prev);
       const Piece unit{x.first * g.block + x.off, (x.last - 1) * g.block + x.off + x.len, prev};
-      for (const Piece& p : early)
-        if (p.begin < unit.end && unit.begin < p.end) s.after(p.op, prev);
-      wrote.push_back(unit);
+      for (const Piece& p : early.overlapping(unit.begin, unit.end)) s.after(p.op, prev);
+      wrote.add(unit);
     }
   };
   // Reversed Bruck across nodes over the partials, interleaved with the local units: each
@@ -385,7 +415,7 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       const size_t paced = units.size() * ++piecesMade / allPieces;
       makeUnits(std::max(unitsBefore(at + begin, at + end), paced) + ahead);
       const OpId sd = s.send(to, static_cast<uint32_t>(i), acc + at + begin, end - begin);
-      afterOverlaps(s, sd, wrote, at + begin, at + end);
+      wrote.after(s, sd, at + begin, at + end);
       std::byte* buf = fresh + freshAt + begin;
       const OpId rv = s.recv(from, static_cast<uint32_t>(i), buf, end - begin);
       const OpId rd = s.reduce(acc + begin, acc + begin, buf, piece.count);
@@ -395,15 +425,15 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
     // The step's reductions land in acc[0, length - d): after the units and earlier
     // reductions that wrote there, and after the units made later (`early`), so that the
     // node peers' sends of later positions do not crowd out the next step's.
-    for (const Piece& p : now) afterOverlaps(s, p.op, wrote, p.begin, p.end);
-    early.insert(early.end(), now.begin(), now.end());
+    for (const Piece& p : now) wrote.after(s, p.op, p.begin, p.end);
+    for (const Piece& p : now) early.add(p);
     freshAt += static_cast<size_t>(b.blocks) * g.block;
-    wrote.insert(wrote.end(), now.begin(), now.end());
+    for (const Piece& p : now) wrote.add(p);
   }
   makeUnits(units.size());
   // acc[0] is this rank's block: to the result, then Avg's division.
   const OpId done = s.copy(out, acc, g.block);
-  afterOverlaps(s, done, wrote, 0, g.block);
+  wrote.after(s, done, 0, g.block);
   s.after(s.divide(out, g.count), done);
   return true;
 }
