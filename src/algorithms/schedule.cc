@@ -213,15 +213,27 @@ std::vector<Schedule::OpInfo> Schedule::describeOps() const {
                    .ownSeq = op.ownSeq,
                    .bytes = op.kind == OpKind::Check ? 0
                             : elements               ? op.size * elem
-                                                     : op.size * op.rows,
-                   .dependents = op.dependents});
+                                                     : op.size * op.rows});
   }
+  for (const auto& [before, op] : edges_) out[before].dependents.push_back(op);
   return out;
 }
 
 void Schedule::after(OpId op, OpId before) {
-  ops_[before].dependents.push_back(op);
+  if (started_)  // a builder's bug: dependents are indexed once, at start
+    throw Error(Result::InternalError, describe() + ": a dependency added after start");
+  edges_.emplace_back(before, op);
   ++ops_[op].pendingDeps;
+}
+
+void Schedule::indexDependents() {
+  depBegin_.assign(ops_.size() + 1, 0);
+  for (const auto& e : edges_) ++depBegin_[e.first + 1];
+  for (size_t i = 0; i < ops_.size(); ++i) depBegin_[i + 1] += depBegin_[i];
+  deps_.resize(edges_.size());
+  std::vector<uint32_t> at(depBegin_.begin(), depBegin_.end() - 1);
+  for (const auto& [before, op] : edges_) deps_[at[before]++] = op;
+  edges_ = {};
 }
 
 std::byte* Schedule::scratch(size_t bytes) {
@@ -245,7 +257,8 @@ void Schedule::complete(OpId id) {
   op.state = OpState::Done;
   if (op.stage) ctx_.staging->release(std::move(op.stage));
   ++done_;
-  for (OpId d : op.dependents) {
+  for (uint32_t i = depBegin_[id]; i < depBegin_[id + 1]; ++i) {
+    const OpId d = deps_[i];
     Op& next = ops_[d];
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
@@ -372,6 +385,7 @@ Schedule::State Schedule::advance() {
   if (state_ != State::Running) return state_;
   if (!started_) {
     started_ = true;
+    indexDependents();
     if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
     sizeSendWindow();
     for (OpId id = 0; id < ops_.size(); ++id) {

@@ -240,7 +240,6 @@ class Schedule final : public transport::TransferOwner {
     size_t rows = 1, dstPitch = 0, srcPitch = 0;  // copies: `rows` of `size` bytes (copyRows)
     uint64_t remoteOffset = 0;
     uint64_t expectedLength = 0;
-    std::vector<OpId> dependents{};
     transport::Transfer transfer{};
     // The device path: a transfer of device memory over a link without FI_HMEM goes through
     // `stage` (host staging): a send copies in first, a receive copies out after.
@@ -256,6 +255,7 @@ class Schedule final : public transport::TransferOwner {
     OpId op;
   };
   OpId add(Op op);
+  void indexDependents();  // edges_ into depBegin_ / deps_, at start
   void complete(OpId id);
   void runLocal(Op& op);
   bool post(OpId id);
@@ -278,6 +278,12 @@ class Schedule final : public transport::TransferOwner {
   uint64_t tagBase_;
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
+  // Dependencies: (before, op) pairs as built (one vector, not one per operation: a schedule
+  // is built on every call), then from the start each operation's dependents in
+  // deps_[depBegin_[id] .. depBegin_[id + 1]), in the order they were added.
+  std::vector<std::pair<OpId, OpId>> edges_;
+  std::vector<uint32_t> depBegin_;
+  std::vector<OpId> deps_;
   std::deque<OpId> readyLocal_;
   // Ready sends by link class (LinkClass), oldest in schedule order first, as receives are
   // posted: a forward built before the rank's later own sends goes before them.
