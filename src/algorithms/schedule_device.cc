@@ -132,6 +132,7 @@ std::vector<std::pair<const void*, size_t>> Schedule::deviceScratchRanges() cons
 }
 
 void Schedule::releaseDeviceMemory() noexcept {
+  if (ctx_.device == nullptr) return;  // a host schedule holds neither (markStaged)
   if (!deviceWaits_.empty()) {
     // Operations that may still write these buffers: give them up rather than reuse them.
     for (auto& m : deviceScratch_) m.leak();
