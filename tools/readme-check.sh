@@ -20,6 +20,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 # How each documented command is checked: "run: CMD" (CMD is run; "same" = the command itself),
 # "covered: WHERE" or "skip: WHY".
+# The check of a command that needs root (network namespaces): run it as root, else skip.
+root_run() {
+  if [[ $(id -u) -eq 0 ]]; then echo "run: $1"; else echo "skip: needs root (network namespaces)"; fi
+}
+
 check() {
   case "$1" in
     "bash tools/run-perf.sh") echo "run: bash tools/run-perf.sh -e 1M -n 5 -w 1" ;;
@@ -88,11 +93,7 @@ check() {
     "mpirun -np 2 build/perf/sharc-perf --calibrate /tmp/sharc.tuner")
       echo "run: mpirun --allow-run-as-root -np 2 build/perf/sharc-perf --calibrate $tmp/sharc.tuner" ;;
     "tools/emulate-cluster.sh --nodes 2,2 -- build/perf/sharc-perf --calibrate /tmp/sharc.tuner")
-      if [[ $(id -u) -eq 0 ]]; then
-        echo "run: tools/emulate-cluster.sh --nodes 2,2 -- build/perf/sharc-perf --calibrate $tmp/cluster.tuner"
-      else
-        echo "skip: needs root (network namespaces)"
-      fi ;;
+      root_run "tools/emulate-cluster.sh --nodes 2,2 -- build/perf/sharc-perf --calibrate $tmp/cluster.tuner" ;;
     "SHARC_TUNER_FILE=/tmp/sharc.tuner mpirun -np 4 build/perf/sharc-perf all_gather -b 1K -e 64M -f 4 --explain")
       echo "run: SHARC_TUNER_FILE=$tmp/sharc.tuner mpirun --allow-run-as-root --oversubscribe -np 4 build/perf/sharc-perf all_gather -b 1K -e 1M -f 4 -n 5 -w 1 --explain" ;;
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=15 bash tools/perf-ab.sh 9c7cffe HEAD")
@@ -100,11 +101,7 @@ check() {
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46")
       echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
     "SHARC_ALGO=hierarchical_bruck NODES=2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 26146b7 846b176")
-      if [[ $(id -u) -eq 0 ]]; then
-        echo "run: SHARC_AB_DIR=$tmp/ab NODES=1,1 MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null"
-      else
-        echo "skip: needs root (network namespaces)"
-      fi ;;
+      root_run "SHARC_AB_DIR=$tmp/ab NODES=1,1 MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;
     'COLLS="all_gather reduce_scatter all_reduce" bash tools/compare-mpi.sh 5 2 4')
       echo "run: COLLS=all_gather bash tools/compare-mpi.sh 1 2" ;;
     "build/tools/sharc-plan collective --cluster p5.48xlarge --collective all_gather --nodes 64 -b 1M -e 16G -f 4" | \
