@@ -76,6 +76,7 @@ Schedule::OpId Schedule::add(Op op) {
   ops_.back().transfer.owner = this;
   ops_.back().transfer.index = id;
   if (ops_.back().kind == OpKind::Recv) recvOrder_.push_back(id);
+  if (ops_.back().kind == OpKind::Send) ops_.back().link = linkOf(ops_.back().peer);
   return id;
 }
 
@@ -263,7 +264,7 @@ void Schedule::complete(OpId id) {
     if (--next.pendingDeps == 0) {
       next.state = OpState::Ready;
       if (next.kind == OpKind::Send)
-        readySends_[static_cast<size_t>(linkOf(next.peer))].push(d);
+        readySends_[static_cast<size_t>(next.link)].push(d);
       else if (next.kind == OpKind::Recv)
         readyRecvs_.push(d);
       else
@@ -359,9 +360,8 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
                                  op.transfer);
   }
   if (st == transport::PostStatus::Retry) return false;
-  if (st == transport::PostStatus::Completed) {  // injected: done already
-    if (op.staged && op.kind == OpKind::Send)
-      window_.done(linkOf(op.peer));  // counted when staging began
+  if (st == transport::PostStatus::Completed) {                       // injected: done already
+    if (op.staged && op.kind == OpKind::Send) window_.done(op.link);  // counted when staging began
     complete(id);
     return true;
   }
@@ -377,7 +377,7 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
   if (op.kind == OpKind::Recv)
     ++postedRecvs_;
   else if (!op.staged)  // a staged send counted itself when its staging began
-    window_.posted(linkOf(op.peer));
+    window_.posted(op.link);
   return true;
 }
 
@@ -392,7 +392,7 @@ Schedule::State Schedule::advance() {
       if (ops_[id].pendingDeps != 0) continue;
       ops_[id].state = OpState::Ready;
       if (ops_[id].kind == OpKind::Send)
-        readySends_[static_cast<size_t>(linkOf(ops_[id].peer))].push(id);
+        readySends_[static_cast<size_t>(ops_[id].link)].push(id);
       else if (ops_[id].kind == OpKind::Recv)
         readyRecvs_.push(id);
       else
@@ -458,10 +458,10 @@ void Schedule::sizeSendWindow() {
     if (p >= seen.size()) seen.resize(p + 1);
     if (!seen[p]) {
       seen[p] = true;
-      ++peers[static_cast<size_t>(linkOf(op.peer))];
+      ++peers[static_cast<size_t>(op.link)];
     }
   }
-  window_.size(peers[0], peers[1], sendWindow(peers[0] + peers[1]));
+  window_.size(peers[0], peers[1]);
 }
 
 LinkClass Schedule::linkOf(int peer) const {
@@ -501,7 +501,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
   op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
-    window_.done(linkOf(op.peer));
+    window_.done(op.link);
   else
     --postedRecvs_;
   if (state_ != State::Running) {
@@ -541,7 +541,7 @@ void Schedule::onTransferError(transport::Transfer& t, Result code, const std::s
   op.atEndpoint = false;
   --posted_;
   if (op.kind == OpKind::Send)
-    window_.done(linkOf(op.peer));
+    window_.done(op.link);
   else
     --postedRecvs_;
   op.state = OpState::Done;

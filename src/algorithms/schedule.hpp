@@ -24,24 +24,7 @@
 
 namespace sharc::algo {
 
-// Messages in flight per schedule (Schedule::advance's posting rules; sharc-plan's replay and
-// the tuner's window term play the same). Bounding sends bounds what receivers may have to
-// buffer as unexpected messages; receives can be posted further ahead (they only help
-// matching).
-/// The fewest sends a schedule keeps posted at once.
-inline constexpr size_t kMinPostedSends = 32;
-/// The most sends a schedule keeps posted at once, whatever its peers.
-inline constexpr size_t kMaxPostedSends = 1024;
-/// Sends a schedule keeps posted at once, the rest waiting, oldest in schedule order first:
-/// two per rank it sends to (one
-/// on each link while the next waits behind it), within [floor, kMaxPostedSends]. A fixed window
-/// let a rank's own sends to many nodes hold every place while its forwards waited (a hierarchical
-/// AllGather on 64 nodes ran 1.5x longer in the replay). Each receiver still gets at most two of a
-/// sender's messages ahead of it. SendWindow (send_window.hpp) splits it by link class.
-constexpr size_t sendWindow(size_t sendPeers, size_t floor = kMinPostedSends) {
-  const size_t two = 2 * sendPeers;
-  return two < floor ? floor : (two < kMaxPostedSends ? two : kMaxPostedSends);
-}
+// Messages in flight per schedule: sends in send_window.hpp (sendWindow, SendWindow).
 // At most recvWindow() receives are posted, oldest first: a quarter of what the endpoint's
 // provider holds posted (its fi_info rx_attr->size), at most kMaxPostedRecvs. The rest is left
 // to collectives running beside this one (FSDP overlaps an AllGather with a ReduceScatter), to
@@ -231,7 +214,8 @@ class Schedule final : public transport::TransferOwner {
     int peer = -1;
     uint32_t slot = 0;
     uint32_t seq = 0;
-    bool ownSeq = false;  // point-to-point: `seq` replaces the schedule's sequence
+    bool ownSeq = false;                // point-to-point: `seq` replaces the schedule's sequence
+    LinkClass link = LinkClass::Local;  // sends: the link they take (add, for the window)
     uint32_t pendingDeps = 0;
     void* dst = nullptr;
     const void* src = nullptr;

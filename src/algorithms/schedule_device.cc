@@ -59,7 +59,7 @@ bool Schedule::startStagedSend(OpId id) {
     return false;
   }
   op.state = OpState::Posted;
-  window_.posted(linkOf(op.peer));  // the window bounds the staging held by sends
+  window_.posted(op.link);  // the window bounds the staging held by sends
   ++stagedTransfers_;
   return true;
 }

@@ -7,6 +7,25 @@
 
 namespace sharc::algo {
 
+// Messages in flight per schedule (Schedule::advance's posting rules; sharc-plan's replay and
+// the tuner's window term play the same). Bounding sends bounds what receivers may have to
+// buffer as unexpected messages; receives can be posted further ahead (they only help
+// matching).
+/// The fewest sends a schedule keeps posted at once.
+inline constexpr size_t kMinPostedSends = 32;
+/// The most sends a schedule keeps posted at once, whatever its peers.
+inline constexpr size_t kMaxPostedSends = 1024;
+/// Sends a schedule keeps posted at once, the rest waiting, oldest in schedule order first:
+/// two per rank it sends to (one on each link while the next waits behind it), within [floor,
+/// kMaxPostedSends]. A fixed window let a rank's own sends to many nodes hold every place while
+/// its forwards waited (a hierarchical AllGather on 64 nodes ran 1.5x longer in the replay).
+/// Each receiver still gets at most two of a sender's messages ahead of it. SendWindow splits
+/// it by link class.
+constexpr size_t sendWindow(size_t sendPeers, size_t floor = kMinPostedSends) {
+  const size_t two = 2 * sendPeers;
+  return two < floor ? floor : (two < kMaxPostedSends ? two : kMaxPostedSends);
+}
+
 /// The links a send can take: to a rank of the same node, or to another node.
 enum class LinkClass : uint8_t { Local = 0, Remote = 1 };
 
@@ -17,10 +36,10 @@ enum class LinkClass : uint8_t { Local = 0, Remote = 1 };
 /// places while those sends waited (the replay: 7 % longer at 2 GiB on 8-32 p5 nodes).
 class SendWindow {
  public:
-  /// Sizes the window for `localPeers` and `remotePeers` distinct ranks sent to; `window` is
-  /// the whole (sendWindow() of their sum). Where the two reserves would not fit, all of it is
-  /// shared.
-  void size(size_t localPeers, size_t remotePeers, size_t window) {
+  /// Sizes the window for `localPeers` and `remotePeers` distinct ranks sent to: the whole is
+  /// sendWindow() of their sum. Where the two reserves would not fit, all of it is shared.
+  void size(size_t localPeers, size_t remotePeers) {
+    const size_t window = sendWindow(localPeers + remotePeers);
     reserve_[0] = 2 * localPeers;
     reserve_[1] = 2 * remotePeers;
     if (reserve_[0] + reserve_[1] > window) reserve_[0] = reserve_[1] = 0;

@@ -138,7 +138,7 @@ class Replay {
         }
       }
       // the engine's window, whatever p_ says
-      ranks_[r].window.size(peers[0], peers[1], algo::sendWindow(peers[0] + peers[1]));
+      ranks_[r].window.size(peers[0], peers[1]);
     }
     for (int r = 0; r < n_; ++r) {
       for (uint32_t g = ops_.base[r]; g < ops_.base[r + 1]; ++g)

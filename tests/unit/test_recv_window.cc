@@ -52,7 +52,7 @@ TEST(SendWindow, EachLinkClassKeepsTwoPerPeerOfItsOwn) {
   using algo::LinkClass;
   // A hierarchical_bruck rank on 8 nodes of 8: 7 node peers, 3 across nodes, 32 places.
   algo::SendWindow w;
-  w.size(7, 3, algo::sendWindow(10));
+  w.size(7, 3);
   // Forwards alone take their 14 and the 12 shared; the sends across nodes keep their 6.
   EXPECT_EQ(fill(w, LinkClass::Local), 26u);
   EXPECT_EQ(fill(w, LinkClass::Remote), 6u);
@@ -72,10 +72,10 @@ TEST(SendWindow, EachLinkClassKeepsTwoPerPeerOfItsOwn) {
 TEST(SendWindow, OneClassGetsTheWholeWindow) {
   using algo::LinkClass;
   algo::SendWindow w;
-  w.size(5, 0, algo::sendWindow(5));  // one node: every send is local
+  w.size(5, 0);  // one node: every send is local
   EXPECT_EQ(fill(w, LinkClass::Local), 32u);
   algo::SendWindow r;
-  r.size(0, 1023, algo::sendWindow(1023));  // reserves past kMaxPostedSends: all shared
+  r.size(0, 1023);  // reserves past kMaxPostedSends: all shared
   EXPECT_EQ(fill(r, LinkClass::Remote), algo::kMaxPostedSends);
 }
 
@@ -83,14 +83,13 @@ TEST(SendWindow, NextIsTheOldestSendItAdmits) {
   using algo::LinkClass;
   using Heap = std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>>;
   algo::SendWindow w;
-  w.size(1, 1, 4);  // two places each, nothing shared
+  w.size(1, 1);  // two places each, 28 shared
   Heap ready[2];
   EXPECT_EQ(w.next(ready), -1);
   ready[0].push(5);
   ready[1].push(3);
   EXPECT_EQ(w.next(ready), 1);  // position 3 is older
-  w.posted(LinkClass::Remote);
-  w.posted(LinkClass::Remote);
+  EXPECT_EQ(fill(w, LinkClass::Remote), 30u);
   EXPECT_EQ(w.next(ready), 0);  // the remote places are full: the local send goes
 }
 
