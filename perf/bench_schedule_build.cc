@@ -1,4 +1,5 @@
-// Microbenchmark of building one rank's schedule, which the engine does on every call: the
+// Microbenchmark of building one rank's schedule, which the engine does on the first call of
+// each shape, and of rearming it, which it does on every later call (ScheduleCache): the
 // two-level schedules with a Bruck across nodes (hierarchical_bruck) at p5's 8 ranks per
 // node, as the replay builds them (plan::SimBuilder: the engine's builders over reserved
 // memory). The figure to compare is the build's time against the call's (sharc-plan).
@@ -34,7 +35,44 @@ void BM_BuildHierarchicalBruck(benchmark::State& state) {
   state.counters["ops"] = static_cast<double>(ops);
 }
 
+// The same schedules rearmed (Schedule::rearm: states, dependency counts and addresses
+// reset), as a call of a shape called before does instead of building. (The engine's rearm
+// also takes the scratch back from the pool: one best-fit search per scratch buffer.)
+void BM_RearmHierarchicalBruck(benchmark::State& state) {
+  const Collective c = state.range(0) == 0 ? Collective::AllGather : Collective::ReduceScatter;
+  const sharc::algo::NodeMap map = sharc::plan::nodeMap(static_cast<int>(state.range(1)), 8);
+  const size_t bytes = static_cast<size_t>(state.range(2)) << 20;
+  const size_t chunk = static_cast<size_t>(state.range(3)) << 10;
+  sharc::plan::SimBuilder builder(map, c, bytes, sharc::algo::Algorithm::HierarchicalBruck, chunk);
+  const auto schedule = builder.schedule(0);
+  if (!schedule->prepareReuse()) {
+    state.SkipWithError("the schedule cannot be rearmed");
+    return;
+  }
+  const auto& ctx = schedule->context();
+  // Two places for the call's buffers, taken in turn, so that every address moves.
+  const auto* send = static_cast<const std::byte*>(ctx.send);
+  const auto* recv = static_cast<const std::byte*>(ctx.recv);
+  const ptrdiff_t moves[2] = {4096, -4096};
+  uint64_t seq = 1;
+  for (auto _ : state) {
+    const ptrdiff_t by = moves[seq % 2];
+    send += by;
+    recv += by;
+    const bool rearmed = schedule->rearm(++seq, ctx.deadline, send, recv);
+    if (!rearmed) {
+      state.SkipWithError("the schedule could not be rearmed");
+      break;
+    }
+  }
+  state.counters["ops"] = static_cast<double>(schedule->opCount());
+}
+
 BENCHMARK(BM_BuildHierarchicalBruck)
+    ->ArgNames({"coll", "nodes", "MiB", "chunkKiB"})
+    ->ArgsProduct({{0, 1}, {64, 256, 1024}, {256, 2048}, {256}})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RearmHierarchicalBruck)
     ->ArgNames({"coll", "nodes", "MiB", "chunkKiB"})
     ->ArgsProduct({{0, 1}, {64, 256, 1024}, {256, 2048}, {256}})
     ->Unit(benchmark::kMicrosecond);

@@ -41,10 +41,14 @@ void ScratchPool::release(Buffer buffer) {
   free_.push_back(std::move(buffer));
 }
 
+uint64_t Schedule::tagBaseOf(const ScheduleContext& ctx) {
+  return tag::base(ctx.commId, static_cast<uint32_t>(ctx.seq),
+                   tag::signature(ctx.kind, ctx.type, ctx.op));
+}
+
 Schedule::Schedule(ScheduleContext ctx)
     : ctx_(std::move(ctx)),
-      tagBase_(tag::base(ctx_.commId, static_cast<uint32_t>(ctx_.seq),
-                         tag::signature(ctx_.kind, ctx_.type, ctx_.op))),
+      tagBase_(tagBaseOf(ctx_)),
       slotRotation_(static_cast<uint32_t>((uint64_t{ctx_.count} * 0x9E3779B97F4A7C15ull) >> 40) %
                     tag::kMaxSlots) {}
 
@@ -77,6 +81,10 @@ Schedule::OpId Schedule::add(Op op) {
   ops_.back().transfer.index = id;
   if (ops_.back().kind == OpKind::Recv) recvOrder_.push_back(id);
   if (ops_.back().kind == OpKind::Send) ops_.back().link = linkOf(ops_.back().peer);
+  const OpKind k = ops_.back().kind;
+  if (k == OpKind::Check || k == OpKind::RemoteRead || k == OpKind::RemoteWrite ||
+      ops_.back().ownSeq)
+    ownAddressesOnly_ = false;
   return id;
 }
 
@@ -243,11 +251,14 @@ std::byte* Schedule::scratch(size_t bytes) {
     return static_cast<std::byte*>(deviceScratch_.back().data());
   }
   scratch_.push_back(ctx_.scratch->acquire(bytes));
+  scratchBytes_.push_back(bytes);
   return scratch_.back().data.get();
 }
 
 std::byte* Schedule::hostScratch(size_t bytes) {
+  ownAddressesOnly_ = false;  // what the builder writes into it is not rebuilt by rearm()
   scratch_.push_back(ctx_.scratch->acquire(bytes));
+  scratchBytes_.push_back(bytes);
   std::byte* p = scratch_.back().data.get();
   if (ctx_.device != nullptr) hostScratch_.emplace_back(p, bytes);
   return p;
@@ -261,15 +272,7 @@ void Schedule::complete(OpId id) {
   for (uint32_t i = depBegin_[id]; i < depBegin_[id + 1]; ++i) {
     const OpId d = deps_[i];
     Op& next = ops_[d];
-    if (--next.pendingDeps == 0) {
-      next.state = OpState::Ready;
-      if (next.kind == OpKind::Send)
-        readySends_[static_cast<size_t>(next.link)].push(d);
-      else if (next.kind == OpKind::Recv)
-        readyRecvs_.push(d);
-      else
-        readyLocal_.push_back(d);
-    }
+    if (--next.pendingDeps == 0) queueReady(d);
   }
 }
 
@@ -384,20 +387,8 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
 Schedule::State Schedule::advance() {
   if (state_ != State::Running) return state_;
   if (!started_) {
-    started_ = true;
-    indexDependents();
-    if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
-    sizeSendWindow();
-    for (OpId id = 0; id < ops_.size(); ++id) {
-      if (ops_[id].pendingDeps != 0) continue;
-      ops_[id].state = OpState::Ready;
-      if (ops_[id].kind == OpKind::Send)
-        readySends_[static_cast<size_t>(ops_[id].link)].push(id);
-      else if (ops_[id].kind == OpKind::Recv)
-        readyRecvs_.push(id);
-      else
-        readyLocal_.push_back(id);
-    }
+    start();
+    seedReady();
   }
   bool progressed = true;
   while (progressed && state_ == State::Running) {
@@ -442,11 +433,41 @@ Schedule::State Schedule::advance() {
       progressed = true;
     }
   }
-  if (state_ == State::Running && done_ == ops_.size()) state_ = State::Done;
+  if (state_ == State::Running && done_ == ops_.size()) {
+    state_ = State::Done;
+    if (ctx_.device == nullptr) parkScratch();
+  }
   if (state_ == State::Running && std::chrono::steady_clock::now() > ctx_.deadline) {
     fail(Result::Timeout, describe() + ": timed out (SHARC_TIMEOUT_MS) " + waitingOn());
   }
   return state_;
+}
+
+void Schedule::start() {
+  started_ = true;
+  indexDependents();
+  if (preparedForReuse_) {  // what rearm() starts each operation's count from
+    initialDeps_.resize(ops_.size());
+    for (OpId id = 0; id < ops_.size(); ++id) initialDeps_[id] = ops_[id].pendingDeps;
+  }
+  if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
+  sizeSendWindow();
+}
+
+void Schedule::seedReady() {
+  for (OpId id = 0; id < ops_.size(); ++id)
+    if (ops_[id].pendingDeps == 0) queueReady(id);
+}
+
+void Schedule::queueReady(OpId id) {
+  Op& op = ops_[id];
+  op.state = OpState::Ready;
+  if (op.kind == OpKind::Send)
+    readySends_[static_cast<size_t>(op.link)].push(id);
+  else if (op.kind == OpKind::Recv)
+    readyRecvs_.push(id);
+  else
+    readyLocal_.push_back(id);
 }
 
 void Schedule::sizeSendWindow() {

@@ -89,6 +89,11 @@ struct ScheduleContext {
   size_t count = 0;
   std::string algorithm;  ///< for messages and logs
   std::chrono::steady_clock::time_point deadline;
+  /// The call's own buffers (null where it has none): the regions rearm() moves the
+  /// operations' addresses between.
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  size_t sendBytes = 0, recvBytes = 0;
 
   // ---- the device path (docs/gpu.md): null `device` runs everything on the host ----
   /// Runs the schedule's reductions, copies and divisions (asynchronously, tracked by fences);
@@ -162,6 +167,19 @@ class Schedule final : public transport::TransferOwner {
   size_t opCount() const { return ops_.size(); }
   const ScheduleContext& context() const { return ctx_; }
 
+  // ---- reuse (a training loop repeats its shapes: rearming skips the build) ----
+  /// Readies this schedule for rearm() and says whether it can be rearmed: host memory only,
+  /// and every operation's addresses lie in the call's buffers or the schedule's scratch (no
+  /// checks, remote copies, host scratch filled at build time, or point-to-point sequences).
+  /// Walks the operations once, noting the region of each address.
+  bool prepareReuse();
+  /// Makes a finished (Done) or never started schedule, prepared by prepareReuse(), run again
+  /// as call `seq` with these buffers, which must have the sizes and in-place form of the
+  /// call it was built for: resets every operation, takes scratch from the pool again and
+  /// moves each address with its region. Returns false (and changes nothing) otherwise.
+  bool rearm(uint64_t seq, std::chrono::steady_clock::time_point deadline, const void* send,
+             const void* recv);
+
   /// What an operation does (the engine runs it; the planner's replay reads it).
   enum class OpKind : uint8_t { Send, Recv, Reduce, Copy, Divide, RemoteRead, RemoteWrite, Check };
   /// One operation as built, for replaying a schedule offline (src/plan/schedule_sim.cc).
@@ -216,6 +234,7 @@ class Schedule final : public transport::TransferOwner {
     uint32_t seq = 0;
     bool ownSeq = false;                // point-to-point: `seq` replaces the schedule's sequence
     LinkClass link = LinkClass::Local;  // sends: the link they take (add, for the window)
+    uint8_t region[3] = {0, 0, 0};      // dst, src, src2: their reuse region (prepareReuse)
     uint32_t pendingDeps = 0;
     void* dst = nullptr;
     const void* src = nullptr;
@@ -238,6 +257,8 @@ class Schedule final : public transport::TransferOwner {
     core::DeviceQueue::Ticket ticket;
     OpId op;
   };
+  // The tag of call ctx.seq's messages, less the sender and slot (tag::base).
+  static uint64_t tagBaseOf(const ScheduleContext& ctx);
   OpId add(Op op);
   void indexDependents();  // edges_ into depBegin_ / deps_, at start
   void complete(OpId id);
@@ -252,6 +273,12 @@ class Schedule final : public transport::TransferOwner {
   bool pollDevice();               // moves on the operations whose fences have finished
   bool postTransfer(OpId id, const void* buf, void* rbuf);
   void releaseDeviceMemory() noexcept;  // gives scratch and staging back (destructor)
+  void start();                         // indexes dependencies, sizes the windows (once)
+  void seedReady();                     // queues the operations that depend on nothing
+  void queueReady(OpId id);             // marks `id` ready and queues it by kind
+  // A host schedule gives its scratch back to the pool as soon as it is done (rearm() takes
+  // it again): an idle schedule kept for reuse holds none.
+  void parkScratch();
   std::string waitingOn() const;
   // Sizes window_ by the distinct ranks this schedule sends to on each link class.
   void sizeSendWindow();
@@ -277,6 +304,11 @@ class Schedule final : public transport::TransferOwner {
   std::vector<OpId> recvOrder_;  // every receive's id, in schedule order
   size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted
   std::vector<ScratchPool::Buffer> scratch_;
+  std::vector<size_t> scratchBytes_;             // what each scratch() asked for (host)
+  std::vector<const std::byte*> parkedScratch_;  // where each was before parkScratch()
+  bool ownAddressesOnly_ = true;  // no check, remote copy, host scratch or own sequence
+  bool preparedForReuse_ = false;
+  std::vector<uint32_t> initialDeps_;  // each operation's dependency count as built
   std::vector<core::QueueMemory> deviceScratch_;
   std::vector<std::pair<const std::byte*, size_t>> hostScratch_;  // device path: host ranges
   std::deque<DeviceWait> deviceWaits_;  // oldest first (the queue finishes in order)

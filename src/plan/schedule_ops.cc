@@ -47,11 +47,13 @@ SimBuilder::SimBuilder(const algo::NodeMap& map, Collective c, size_t bytes, alg
   args_.recv = buffers_->at(sendBytes);
   args_.count = count;
   args_.chunkBytes = chunkBytes;
+  sendBytes_ = sendBytes;
+  recvBytes_ = recvBytes;
 }
 
 SimBuilder::~SimBuilder() = default;
 
-size_t SimBuilder::build(int rank, std::vector<algo::Schedule::OpInfo>* ops) {
+std::unique_ptr<algo::Schedule> SimBuilder::schedule(int rank) {
   algo::ScheduleContext ctx;
   ctx.scratch = &pool_;
   ctx.nodes = &map_;
@@ -65,15 +67,24 @@ size_t SimBuilder::build(int rank, std::vector<algo::Schedule::OpInfo>* ops) {
   ctx.count = args_.count;
   ctx.algorithm = algo::algorithmName(a_);
   ctx.deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
-  algo::Schedule s(ctx);
+  ctx.send = args_.send;
+  ctx.recv = args_.recv;
+  ctx.sendBytes = sendBytes_;
+  ctx.recvBytes = recvBytes_;
+  auto s = std::make_unique<algo::Schedule>(std::move(ctx));
   switch (c_) {
-    case Collective::AllGather: algo::buildAllGather(s, a_, args_); break;
-    case Collective::ReduceScatter: algo::buildReduceScatter(s, a_, args_); break;
-    case Collective::AllReduce: algo::buildAllReduce(s, a_, args_); break;
+    case Collective::AllGather: algo::buildAllGather(*s, a_, args_); break;
+    case Collective::ReduceScatter: algo::buildReduceScatter(*s, a_, args_); break;
+    case Collective::AllReduce: algo::buildAllReduce(*s, a_, args_); break;
     default: break;
   }
-  if (ops == nullptr) return s.opCount();
-  *ops = s.describeOps();
+  return s;
+}
+
+size_t SimBuilder::build(int rank, std::vector<algo::Schedule::OpInfo>* ops) {
+  const std::unique_ptr<algo::Schedule> s = schedule(rank);
+  if (ops == nullptr) return s->opCount();
+  *ops = s->describeOps();
   return ops->size();
 }
 

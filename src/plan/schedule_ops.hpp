@@ -45,6 +45,9 @@ class SimBuilder {
   /// Builds rank `rank`'s schedule as the engine does; fills `ops` (if given) with its
   /// operations. Returns how many there are.
   size_t build(int rank, std::vector<algo::Schedule::OpInfo>* ops = nullptr);
+  /// Rank `rank`'s schedule itself, built and not started (its buffers are the reserved
+  /// memory: it must never run).
+  std::unique_ptr<algo::Schedule> schedule(int rank);
 
  private:
   class Reservation;
@@ -54,6 +57,7 @@ class SimBuilder {
   std::unique_ptr<Reservation> buffers_;
   algo::ScratchPool pool_;
   algo::CollArgs args_;
+  size_t sendBytes_ = 0, recvBytes_ = 0;
 };
 
 /// Builds each rank's schedule of `a` in `chunkBytes` chunks in turn, keeping only what the
