@@ -251,6 +251,8 @@ Config Config::load() {
   }
   if (auto v = envValue("SHARC_TUNER_LEARN"))
     config.tunerLearn = parseSwitch("SHARC_TUNER_LEARN", *v);
+  if (auto v = envValue("SHARC_SCHEDULE_CACHE"))
+    config.scheduleCache = parseSwitch("SHARC_SCHEDULE_CACHE", *v);
   if (auto v = envValue("SHARC_TUNER_LEARN_AFTER")) {
     const char* expected = "a positive number of calls of one shape";
     config.tunerLearnAfter = parseIntVar("SHARC_TUNER_LEARN_AFTER", *v, expected);

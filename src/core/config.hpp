@@ -74,6 +74,9 @@ struct Config {
   /// SHARC_TUNER_LEARN_AFTER: calls of one shape on one communicator before it is explored
   /// (64: more than a default sharc-perf size makes, 2 x (5 + 20 + 1)).
   int tunerLearnAfter = 64;
+  /// SHARC_SCHEDULE_CACHE: a call of a shape called before rearms that call's schedule
+  /// instead of building a new one (docs/api.md, "Schedules are reused").
+  bool scheduleCache = true;
   /// SHARC_TUNER_SAVE: file the learned choices are merged into (with this job's
   /// SHARC_TUNER_FILE parameters) when a communicator is destroyed, in SHARC_TUNER_FILE form
   /// ("" = not written).

@@ -18,6 +18,7 @@
 #include "runtime/engine.hpp"
 #include "runtime/flight_recorder.hpp"
 #include "runtime/learned_tuner.hpp"
+#include "runtime/schedule_cache.hpp"
 #include "transport/endpoint.hpp"
 
 namespace sharc::detail {
@@ -91,6 +92,8 @@ class CommState final : public transport::TransferOwner {
   std::unordered_map<uint64_t, StaticPlan> plans;
   /// What the learning tuner measured and chose per (collective, bytes).
   LearnedTuner learner{core::Config::get().tunerLearn, core::Config::get().tunerLearnAfter};
+  /// Schedules of recent shapes, rearmed by later calls of the same shape.
+  ScheduleCache schedules{core::Config::get().scheduleCache};
   /// Point-to-point sequences per (peer << 32 | slot), sends and receives apart.
   std::unordered_map<uint64_t, uint32_t> sendSeq, recvSeq;
   bool aborted = false;

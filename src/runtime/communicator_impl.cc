@@ -26,6 +26,19 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return an > 0 && bn > 0 && x < y + bn && y < x + an;
 }
 
+// A call's buffers: their lengths, and where sendbuff points in the in-place form.
+struct CallBuffers {
+  size_t sendBytes, recvBytes;
+  const void* inPlaceSend;
+};
+CallBuffers callBuffers(CollectiveKind kind, const void* recv, size_t bytes, int rank, int size) {
+  const auto n = static_cast<size_t>(size), r = static_cast<size_t>(rank);
+  const auto* at = static_cast<const std::byte*>(recv);
+  if (kind == CollectiveKind::AllGather) return {bytes, bytes * n, at + bytes * r};
+  if (kind == CollectiveKind::ReduceScatter) return {bytes * n, bytes, at - bytes * r};
+  return {bytes, bytes, recv};
+}
+
 [[noreturn]] void invalid(Result code, int rank, CollectiveKind kind, const std::string& what) {
   throw Error(code,
               "rank " + std::to_string(rank) + ": " + core::collectiveName(kind) + ": " + what);
@@ -181,16 +194,7 @@ void CommunicatorImpl::validate(CollectiveKind kind, const void* send, void* rec
   if (recv == nullptr)
     invalid(Result::InvalidArgument, r, kind,
             "recvbuff is null with count " + std::to_string(count));
-  const size_t bytes = count * elem;
-  size_t sendBytes = bytes, recvBytes = bytes;
-  const void* inPlaceSend = recv;  // where sendbuff must point for the in-place form
-  if (kind == CollectiveKind::AllGather) {
-    recvBytes = bytes * n;
-    inPlaceSend = static_cast<const std::byte*>(recv) + bytes * r;
-  } else if (kind == CollectiveKind::ReduceScatter) {
-    sendBytes = bytes * n;
-    inPlaceSend = static_cast<const std::byte*>(recv) - bytes * r;
-  }
+  const auto [sendBytes, recvBytes, inPlaceSend] = callBuffers(kind, recv, count * elem, r, n);
   if (needSend && send != inPlaceSend && overlaps(send, sendBytes, recv, recvBytes))
     invalid(Result::InvalidArgument, r, kind,
             "sendbuff and recvbuff overlap but are not the in-place form (expected sendbuff == "
@@ -283,23 +287,45 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
                        << " bytes per rank on " << c.size << " ranks: algorithm " << ctx.algorithm
                        << ", chunk " << plan.chunkBytes << " (" << breakdown << ")");
   }
-  auto schedule = std::make_shared<algo::Schedule>(std::move(ctx));
-
-  algo::CollArgs args;
-  args.send = send;
-  args.recv = recv;
-  args.count = count;
-  args.root = root;
-  args.chunkBytes = plan.chunkBytes;
-  switch (kind) {
-    case CollectiveKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
-    case CollectiveKind::ReduceScatter: algo::buildReduceScatter(*schedule, algorithm, args); break;
-    case CollectiveKind::AllReduce: algo::buildAllReduce(*schedule, algorithm, args); break;
-    case CollectiveKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
-    default: algo::buildBarrier(*schedule); break;
+  const CallBuffers buffers = callBuffers(kind, recv, count * elem, c.rank, c.size);
+  ctx.send = send;
+  ctx.recv = recv;
+  ctx.sendBytes = buffers.sendBytes;
+  ctx.recvBytes = buffers.recvBytes;
+  // A shape called before rearms the schedule it built (host path; see ScheduleCache).
+  const ScheduleShape shape{kind,
+                            type,
+                            ctx.op,
+                            count,
+                            kind == CollectiveKind::Broadcast ? root : -1,
+                            algorithm,
+                            plan.chunkBytes,
+                            send == buffers.inPlaceSend};
+  const bool cacheable = !dev && count > 0;
+  std::shared_ptr<algo::Schedule> schedule = cacheable ? c.schedules.take(shape) : nullptr;
+  const bool reused = schedule && schedule->rearm(ctx.seq, ctx.deadline, send, recv);
+  if (!reused) {
+    schedule = std::make_shared<algo::Schedule>(std::move(ctx));
+    algo::CollArgs args;
+    args.send = send;
+    args.recv = recv;
+    args.count = count;
+    args.root = root;
+    args.chunkBytes = plan.chunkBytes;
+    switch (kind) {
+      case CollectiveKind::AllGather: algo::buildAllGather(*schedule, algorithm, args); break;
+      case CollectiveKind::ReduceScatter:
+        algo::buildReduceScatter(*schedule, algorithm, args);
+        break;
+      case CollectiveKind::AllReduce: algo::buildAllReduce(*schedule, algorithm, args); break;
+      case CollectiveKind::Broadcast: algo::buildBroadcast(*schedule, args); break;
+      default: algo::buildBarrier(*schedule); break;
+    }
+    if (cacheable) c.schedules.keep(shape, schedule);
   }
   if (dev) registerScratch(*schedule, *dev);
-  SHARC_TRACE(schedule->describe() << ": " << schedule->opCount() << " operations");
+  SHARC_TRACE(schedule->describe() << ": " << schedule->opCount() << " operations"
+                                   << (reused ? " (schedule reused)" : ""));
   // The flight record: a few stores and one clock read (no allocation once the ring is full).
   TraceEntry& e = c.recorder.add();
   e.seq = schedule->context().seq;
@@ -311,6 +337,7 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   e.count = count;
   e.algorithm = algo::algorithmName(algorithm);
   e.chunkBytes = plan.chunkBytes;
+  e.scheduleReused = reused;
   e.internal = c.internalCall;
   e.path = !dev                                                ? c.path
            : schedule->context().directLinks == &c.stagedLinks ? "device-staged"

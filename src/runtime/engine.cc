@@ -117,7 +117,12 @@ bool Engine::progressLocked() {
       drain(r.schedule);
     }
     any = true;
-    if (st == algo::Schedule::State::Done) r.comm->recorder.finish(r.traceId, true, {});
+    if (st == algo::Schedule::State::Done) {
+      r.comm->recorder.finish(r.traceId, true, {});
+      // A finished request needs its schedule no more: the next call of its shape may rearm it
+      // (ScheduleCache) while the user still holds the request.
+      r.schedule.reset();
+    }
     r.status = st == algo::Schedule::State::Done ? RequestState::Status::Done
                                                  : RequestState::Status::Failed;
     active_.erase(active_.begin() + static_cast<long>(i));

@@ -128,6 +128,7 @@ void appendEntryJson(std::string& out, const TraceEntry& e, const TraceProgress*
   str("algorithm", e.algorithm);
   num("chunk_bytes", e.chunkBytes);
   str("path", e.path);
+  out += e.scheduleReused ? "\"schedule_reused\":true," : "\"schedule_reused\":false,";
   str("state", traceStateName(e.state));
   num("queued_ns", e.queuedNs);
   num("started_ns", e.startedNs);

@@ -38,8 +38,9 @@ struct TraceEntry {
   size_t count = 0;    ///< elements per rank (bytes for point-to-point)
   const char* algorithm = "";
   size_t chunkBytes = 0;
-  const char* internal = "";  ///< "split", "destroy": calls sharc makes itself
-  const char* path = "host";  ///< "host", or "stream" for the executor of stream-ordered calls
+  bool scheduleReused = false;  ///< rearmed a kept schedule instead of building one
+  const char* internal = "";    ///< "split", "destroy": calls sharc makes itself
+  const char* path = "host";    ///< "host", or "stream" for the executor of stream-ordered calls
   TraceState state = TraceState::Queued;
   int64_t queuedNs = 0, startedNs = 0, endedNs = 0;  ///< CLOCK_REALTIME, 0 = not yet
   std::string error;

@@ -20,6 +20,11 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
       std::lock_guard<std::mutex> lock(engine.mu);
       moved = engine.progressLocked();
       if (r.finished()) break;
+      // (Under the lock: a finished request's schedule is gone.)
+      if (bounded && (idle & 255) == 0 && Clock::now() > deadline)
+        throw Error(Result::Timeout, r.schedule->describe() + ": wait timed out after " +
+                                         std::to_string(timeout.count()) +
+                                         " ms (the operation is still pending)");
       // The stall probe, from the waiting thread too: the watch thread may not get the lock
       // soon while this loop spins (at most every 100 ms; a clock read per 256 idle turns).
       if (!moved && (idle & 255) == 255) engine.probeStallsIfDue();
@@ -42,10 +47,6 @@ void waitRequest(RequestState& r, std::chrono::milliseconds timeout) {
         sched_yield();
       }
     }
-    if (bounded && (idle & 255) == 0 && Clock::now() > deadline)
-      throw Error(Result::Timeout, r.schedule->describe() + ": wait timed out after " +
-                                       std::to_string(timeout.count()) +
-                                       " ms (the operation is still pending)");
   }
   r.throwIfFailed();
 }
