@@ -55,6 +55,8 @@ check() {
     export\ *) echo "skip: sets the environment of the user's job on the next lines" ;;
     "torchrun ... train.py") echo "skip: the user's own training job" ;;
     "bash tools/hang-demo.sh") echo "run: same >/dev/null" ;;
+    "GLIBC_TUNABLES=glibc.malloc.trim_threshold=4000000000 build/perf/sharc_bench_schedule_build --benchmark_repetitions=5 --benchmark_report_aggregates_only=true")
+      echo "run: build/perf/sharc_bench_schedule_build --benchmark_filter=nodes:64/MiB:256/ --benchmark_min_time=0.01 >/dev/null" ;;
     "FI_TCP_IFACE=lo SHARC_FI_PROVIDER='tcp;ofi_rxm' build/perf/sharc-create-bench -N 8,16,32,64,128 -r 1")
       echo "run: FI_TCP_IFACE=lo SHARC_FI_PROVIDER='tcp;ofi_rxm' build/perf/sharc-create-bench -N 3 -r 1 >/dev/null" ;;
     "build/perf/sharc-create-bench --bootstrap -N 8,16,32,64,128,256,512,1024 -r 3")
@@ -98,7 +100,8 @@ check() {
       echo "run: SHARC_TUNER_FILE=$tmp/sharc.tuner mpirun --allow-run-as-root --oversubscribe -np 4 build/perf/sharc-perf all_gather -b 1K -e 1M -f 4 -n 5 -w 1 --explain" ;;
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=15 bash tools/perf-ab.sh 9c7cffe HEAD")
       echo "run: SHARC_AB_DIR=$tmp/ab MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;
-    "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46")
+    "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46" | \
+      "ROUNDS=5 RANKS=4 MIN_BYTES=4K MAX_BYTES=16M bash tools/perf-ab.sh e3939aa 342c851")
       echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
     "SHARC_ALGO=hierarchical_bruck NODES=2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 26146b7 846b176")
       root_run "SHARC_AB_DIR=$tmp/ab NODES=1,1 MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;

@@ -83,8 +83,7 @@ bool Schedule::rearm(uint64_t seq, std::chrono::steady_clock::time_point deadlin
   readySends_[1] = {};
   readyRecvs_ = {};
   for (OpId id = 0; id < ops_.size(); ++id) {
-    Op& op = ops_[id];
-    op.atEndpoint = false;
+    Op& op = ops_[id];  // (atEndpoint is false already: nothing is posted)
     op.pendingDeps = initialDeps_[id];
     if (moved) {
       shift(op.dst, op.region[0], shifts.data());
