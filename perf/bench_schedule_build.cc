@@ -17,13 +17,21 @@ namespace {
 using sharc::plan::Collective;
 
 // Args: collective (0 AllGather, 1 ReduceScatter), nodes, size in MiB (AllGather output,
-// ReduceScatter input), chunk in KiB.
+// ReduceScatter input), chunk in KiB: the node map and a builder of that case.
+struct Case {
+  explicit Case(const benchmark::State& state)
+      : map(sharc::plan::nodeMap(static_cast<int>(state.range(1)), 8)),
+        builder(map, state.range(0) == 0 ? Collective::AllGather : Collective::ReduceScatter,
+                static_cast<size_t>(state.range(2)) << 20,
+                sharc::algo::Algorithm::HierarchicalBruck,
+                static_cast<size_t>(state.range(3)) << 10) {}
+  const sharc::algo::NodeMap map;
+  sharc::plan::SimBuilder builder;
+};
+
 void BM_BuildHierarchicalBruck(benchmark::State& state) {
-  const Collective c = state.range(0) == 0 ? Collective::AllGather : Collective::ReduceScatter;
-  const sharc::algo::NodeMap map = sharc::plan::nodeMap(static_cast<int>(state.range(1)), 8);
-  const size_t bytes = static_cast<size_t>(state.range(2)) << 20;
-  const size_t chunk = static_cast<size_t>(state.range(3)) << 10;
-  sharc::plan::SimBuilder builder(map, c, bytes, sharc::algo::Algorithm::HierarchicalBruck, chunk);
+  Case c(state);
+  sharc::plan::SimBuilder& builder = c.builder;
   // One build first: a job's calls come after others. (Where glibc trims the heap a build
   // has freed, the next one pays page faults again: GLIBC_TUNABLES=glibc.malloc.trim_threshold
   // set high leaves them out, docs/planning.md "Limits".)
@@ -39,27 +47,21 @@ void BM_BuildHierarchicalBruck(benchmark::State& state) {
 // reset), as a call of a shape called before does instead of building. (The engine's rearm
 // also takes the scratch back from the pool: one best-fit search per scratch buffer.)
 void BM_RearmHierarchicalBruck(benchmark::State& state) {
-  const Collective c = state.range(0) == 0 ? Collective::AllGather : Collective::ReduceScatter;
-  const sharc::algo::NodeMap map = sharc::plan::nodeMap(static_cast<int>(state.range(1)), 8);
-  const size_t bytes = static_cast<size_t>(state.range(2)) << 20;
-  const size_t chunk = static_cast<size_t>(state.range(3)) << 10;
-  sharc::plan::SimBuilder builder(map, c, bytes, sharc::algo::Algorithm::HierarchicalBruck, chunk);
-  const auto schedule = builder.schedule(0);
+  Case c(state);
+  const auto schedule = c.builder.schedule(0);
   if (!schedule->prepareReuse()) {
     state.SkipWithError("the schedule cannot be rearmed");
     return;
   }
   const auto& ctx = schedule->context();
-  // Two places for the call's buffers, taken in turn, so that every address moves.
+  // Two places for the call's buffers (inside the reserved memory), taken in turn, so that
+  // every address moves.
   const auto* send = static_cast<const std::byte*>(ctx.send);
   const auto* recv = static_cast<const std::byte*>(ctx.recv);
-  const ptrdiff_t moves[2] = {4096, -4096};
   uint64_t seq = 1;
   for (auto _ : state) {
-    const ptrdiff_t by = moves[seq % 2];
-    send += by;
-    recv += by;
-    const bool rearmed = schedule->rearm(++seq, ctx.deadline, send, recv);
+    const size_t at = seq % 2 == 0 ? 0 : 4096;
+    const bool rearmed = schedule->rearm(++seq, ctx.deadline, send + at, recv + at);
     if (!rearmed) {
       state.SkipWithError("the schedule could not be rearmed");
       break;
