@@ -1,5 +1,7 @@
 #include "runtime/schedule_cache.hpp"
 
+#include <algorithm>
+
 #include "core/hash.hpp"
 
 namespace sharc::detail {
@@ -34,16 +36,37 @@ std::shared_ptr<algo::Schedule> ScheduleCache::take(const ScheduleShape& shape) 
 
 void ScheduleCache::keep(const ScheduleShape& shape,
                          const std::shared_ptr<algo::Schedule>& schedule) {
-  if (!enabled_ || !schedule->prepareReuse()) return;
-  auto& list = kept_[shape];
-  if (list.size() >= kPerShape) return;
-  if (ops_ + schedule->opCount() > kMaxOps) {
-    kept_.clear();
-    ops_ = 0;
-    if (schedule->opCount() > kMaxOps) return;
+  if (!enabled_) return;
+  auto it = kept_.find(shape);
+  if (it == kept_.end()) {
+    const bool repeated = std::find(seen_.begin(), seen_.end(), shape) != seen_.end();
+    if (!repeated) {
+      seen_[seenNext_++ % kSeen] = shape;
+      return;
+    }
+  } else if (it->second.size() >= kPerShape) {
+    return;
   }
-  kept_[shape].push_back(schedule);
-  ops_ += schedule->opCount();
+  const size_t ops = schedule->opCount();
+  if (ops > kMaxOps || !schedule->prepareReuse()) return;
+  if (it == kept_.end()) {
+    while (!keptOrder_.empty() && (keptOrder_.size() >= kMaxShapes || ops_ + ops > kMaxOps))
+      evictOldest();
+    keptOrder_.push_back(shape);
+    it = kept_.emplace(shape, std::vector<std::shared_ptr<algo::Schedule>>{}).first;
+  } else {
+    while (ops_ + ops > kMaxOps && keptOrder_.front() != shape) evictOldest();
+    if (ops_ + ops > kMaxOps) return;
+  }
+  it->second.push_back(schedule);
+  ops_ += ops;
+}
+
+void ScheduleCache::evictOldest() {
+  auto it = kept_.find(keptOrder_.front());
+  for (const auto& s : it->second) ops_ -= s->opCount();
+  kept_.erase(it);
+  keptOrder_.pop_front();
 }
 
 }  // namespace sharc::detail

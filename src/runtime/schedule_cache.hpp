@@ -2,7 +2,9 @@
 // repeats its shapes every step) rearms one instead of building it.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <sharc/types.hpp>
 #include <unordered_map>
@@ -33,22 +35,32 @@ class ScheduleCache {
   explicit ScheduleCache(bool enabled) : enabled_(enabled) {}
   /// A finished schedule of `shape` that no request holds any more, or null.
   std::shared_ptr<algo::Schedule> take(const ScheduleShape& shape);
-  /// Keeps a schedule just built for `shape` if it can be rearmed (Schedule::prepareReuse).
+  /// Keeps a schedule just built for `shape` if it can be rearmed (Schedule::prepareReuse)
+  /// and the shape was called before among the last kSeen shapes built: a shape called once
+  /// costs no memory.
   void keep(const ScheduleShape& shape, const std::shared_ptr<algo::Schedule>& schedule);
   /// Calls that rearmed a kept schedule so far (tests, logs).
   uint64_t reused() const { return reused_; }
 
   /// Schedules kept per shape: FSDP has two or three calls of one shape in flight at once.
   static constexpr size_t kPerShape = 4;
-  /// Operations kept in all (about 200 bytes each); past this the cache starts over.
-  static constexpr size_t kMaxOps = size_t{1} << 19;
+  /// Shapes kept, and operations kept in all (about 240 bytes each); past either, the shape
+  /// kept first goes.
+  static constexpr size_t kMaxShapes = 32;
+  static constexpr size_t kMaxOps = size_t{1} << 18;
+  /// Shapes remembered (without a schedule) to tell a repeated shape from a new one.
+  static constexpr size_t kSeen = 64;
 
  private:
   struct Hash {
     size_t operator()(const ScheduleShape& s) const;
   };
+  void evictOldest();
   bool enabled_;
   std::unordered_map<ScheduleShape, std::vector<std::shared_ptr<algo::Schedule>>, Hash> kept_;
+  std::deque<ScheduleShape> keptOrder_;  // kept_'s shapes, first kept first
+  std::array<ScheduleShape, kSeen> seen_{};
+  size_t seenNext_ = 0;
   size_t ops_ = 0;
   uint64_t reused_ = 0;
 };
