@@ -77,6 +77,8 @@ std::string Schedule::describe() const {
 Schedule::OpId Schedule::add(Op op) {
   const OpId id = static_cast<OpId>(ops_.size());
   ops_.push_back(std::move(op));
+  states_.push_back(OpState::Waiting);
+  pending_.push_back(0);
   ops_.back().transfer.owner = this;
   ops_.back().transfer.index = id;
   if (ops_.back().kind == OpKind::Recv) recvOrder_.push_back(id);
@@ -180,10 +182,10 @@ Schedule::Progress Schedule::progress() const {
   Progress p;
   p.opsDone = done_;
   p.opsTotal = ops_.size();
-  for (const Op& op : ops_) {
-    if (op.kind != OpKind::Recv) continue;
-    p.bytesExpected += op.size;
-    if (op.state == OpState::Done) p.bytesReceived += op.size;
+  for (OpId id = 0; id < ops_.size(); ++id) {
+    if (ops_[id].kind != OpKind::Recv) continue;
+    p.bytesExpected += ops_[id].size;
+    if (states_[id] == OpState::Done) p.bytesReceived += ops_[id].size;
   }
   if (state_ != State::Running) return p;
   for (const Op& op : ops_)
@@ -232,7 +234,7 @@ void Schedule::after(OpId op, OpId before) {
   if (started_)  // a builder's bug: dependents are indexed once, at start
     throw Error(Result::InternalError, describe() + ": a dependency added after start");
   edges_.emplace_back(before, op);
-  ++ops_[op].pendingDeps;
+  ++pending_[op];
 }
 
 void Schedule::indexDependents() {
@@ -266,24 +268,25 @@ std::byte* Schedule::hostScratch(size_t bytes) {
 
 void Schedule::complete(OpId id) {
   Op& op = ops_[id];
-  op.state = OpState::Done;
+  states_[id] = OpState::Done;
   if (op.stage) ctx_.staging->release(std::move(op.stage));
   ++done_;
   for (uint32_t i = depBegin_[id]; i < depBegin_[id + 1]; ++i) {
     const OpId d = deps_[i];
-    Op& next = ops_[d];
-    if (--next.pendingDeps == 0) queueReady(d);
+    if (--pending_[d] == 0) queueReady(d);
   }
 }
 
 void Schedule::runLocal(Op& op) {
   switch (op.kind) {
-    case OpKind::Reduce: core::reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
+    case OpKind::Reduce:
+      core::reduce(dstOf(op), srcOf(op), src2Of(op), op.size, ctx_.type, ctx_.op);
+      break;
     case OpKind::Copy:
-      if (op.dst == op.src || op.size == 0) break;
+      if (dstOf(op) == srcOf(op) || op.size == 0) break;
       for (size_t i = 0; i < op.rows; ++i) {
-        auto* dst = static_cast<std::byte*>(op.dst) + i * op.dstPitch;
-        const auto* src = static_cast<const std::byte*>(op.src) + i * op.srcPitch;
+        std::byte* dst = dstOf(op) + i * op.dstPitch;
+        const std::byte* src = srcOf(op) + i * op.srcPitch;
         // Copies of whole blocks go to the output: stream them past the cache.
         if (!overlapping(dst, src, op.size) && op.size >= core::kStreamingCopyMin)
           core::copyStreaming(dst, src, op.size);
@@ -298,12 +301,12 @@ void Schedule::runLocal(Op& op) {
     }
     case OpKind::Divide:
       if (ctx_.op == RedOp::Avg)
-        core::finishAverage(op.dst, op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
+        core::finishAverage(dstOf(op), op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
       break;
     case OpKind::RemoteRead:
     case OpKind::RemoteWrite: {
       const bool read = op.kind == OpKind::RemoteRead;
-      const auto* remote = static_cast<const uint64_t*>(read ? op.src : op.src2);
+      const auto* remote = reinterpret_cast<const uint64_t*>(read ? srcOf(op) : src2Of(op));
       const uint64_t base = remote[0], length = remote[1];
       if (length != op.expectedLength || op.remoteOffset + op.size > length) {
         fail(Result::InvalidUsage,
@@ -319,14 +322,14 @@ void Schedule::runLocal(Op& op) {
       const auto& desc = *reinterpret_cast<const transport::RemoteBuffer*>(remote);
       if (std::byte* mapped = transport::mapPeerShared(pid, desc)) {
         if (read)
-          std::memcpy(op.dst, mapped + op.remoteOffset, op.size);
+          std::memcpy(dstOf(op), mapped + op.remoteOffset, op.size);
         else
-          core::copyLarge(mapped + op.remoteOffset, op.src, op.size, op.size);
+          core::copyLarge(mapped + op.remoteOffset, srcOf(op), op.size, op.size);
         break;
       }
       const std::string err =
-          read ? transport::cmaRead(pid, base + op.remoteOffset, op.dst, op.size)
-               : transport::cmaWrite(pid, base + op.remoteOffset, op.src, op.size);
+          read ? transport::cmaRead(pid, base + op.remoteOffset, dstOf(op), op.size)
+               : transport::cmaWrite(pid, base + op.remoteOffset, srcOf(op), op.size);
       if (!err.empty())
         fail(Result::SystemError, describe() + ": single-copy " +
                                       (read ? "read from" : "write to") + " peer " +
@@ -341,7 +344,7 @@ void Schedule::runLocal(Op& op) {
 bool Schedule::post(OpId id) {
   Op& op = ops_[id];
   if (op.staged) return op.kind == OpKind::Send ? startStagedSend(id) : postStagedRecv(id);
-  return postTransfer(id, op.src, op.dst);
+  return postTransfer(id, srcOf(op), dstOf(op));
 }
 
 bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
@@ -374,7 +377,7 @@ bool Schedule::postTransfer(OpId id, const void* buf, void* rbuf) {
              " peer " + std::to_string(op.peer) + ": " + ctx_.endpoint->lastError());
     return false;
   }
-  op.state = OpState::Posted;
+  states_[id] = OpState::Posted;
   op.atEndpoint = true;
   ++posted_;
   if (op.kind == OpKind::Recv)
@@ -402,7 +405,7 @@ Schedule::State Schedule::advance() {
     }
     while (!readyRecvs_.empty()) {
       while (oldestUnposted_ < recvOrder_.size() &&
-             ops_[recvOrder_[oldestUnposted_]].state >= OpState::Posted)
+             states_[recvOrder_[oldestUnposted_]] >= OpState::Posted)
         ++oldestUnposted_;
       const bool inOrder =
           oldestUnposted_ < recvOrder_.size() && readyRecvs_.top() == recvOrder_[oldestUnposted_];
@@ -446,22 +449,19 @@ Schedule::State Schedule::advance() {
 void Schedule::start() {
   started_ = true;
   indexDependents();
-  if (preparedForReuse_) {  // what rearm() starts each operation's count from
-    initialDeps_.resize(ops_.size());
-    for (OpId id = 0; id < ops_.size(); ++id) initialDeps_[id] = ops_[id].pendingDeps;
-  }
   if (ctx_.endpoint != nullptr) recvWindow_ = recvWindow(ctx_.endpoint->recvQueueSize());
   sizeSendWindow();
 }
 
 void Schedule::seedReady() {
   for (OpId id = 0; id < ops_.size(); ++id)
-    if (ops_[id].pendingDeps == 0) queueReady(id);
+    if (pending_[id] == 0) queueReady(id);
+  if (preparedForReuse_) snapshotArmed();
 }
 
 void Schedule::queueReady(OpId id) {
-  Op& op = ops_[id];
-  op.state = OpState::Ready;
+  const Op& op = ops_[id];
+  states_[id] = OpState::Ready;
   if (op.kind == OpKind::Send)
     readySends_[static_cast<size_t>(op.link)].push(id);
   else if (op.kind == OpKind::Recv)
@@ -526,7 +526,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
   else
     --postedRecvs_;
   if (state_ != State::Running) {
-    op.state = OpState::Done;
+    states_[t.index] = OpState::Done;
     return;
   }
   if (op.kind == OpKind::Recv) {
@@ -565,7 +565,7 @@ void Schedule::onTransferError(transport::Transfer& t, Result code, const std::s
     window_.done(op.link);
   else
     --postedRecvs_;
-  op.state = OpState::Done;
+  states_[t.index] = OpState::Done;
   if (state_ != State::Running) return;
   std::string what = message;
   if (code == Result::InvalidUsage)  // truncation: the peer sent more than this rank expects

@@ -228,14 +228,14 @@ class Schedule final : public transport::TransferOwner {
   enum class OpState : uint8_t { Waiting, Ready, Posted, Done };
   struct Op {
     OpKind kind;
-    OpState state = OpState::Waiting;
     int peer = -1;
     uint32_t slot = 0;
     uint32_t seq = 0;
     bool ownSeq = false;                // point-to-point: `seq` replaces the schedule's sequence
     LinkClass link = LinkClass::Local;  // sends: the link they take (add, for the window)
-    uint8_t region[3] = {0, 0, 0};      // dst, src, src2: their reuse region (prepareReuse)
-    uint32_t pendingDeps = 0;
+    // dst, src, src2: the reuse region each is an offset in (prepareReuse), or kNoRegion
+    // where it is an address.
+    uint8_t region[3] = {kNoRegion, kNoRegion, kNoRegion};
     void* dst = nullptr;
     const void* src = nullptr;
     const void* src2 = nullptr;
@@ -257,6 +257,17 @@ class Schedule final : public transport::TransferOwner {
     core::DeviceQueue::Ticket ticket;
     OpId op;
   };
+  static constexpr uint8_t kNoRegion = 255;
+  // An operation's addresses, wherever they are kept (Op::region).
+  std::byte* address(const void* p, uint8_t region) const {
+    auto* a = static_cast<std::byte*>(const_cast<void*>(p));
+    return region == kNoRegion
+               ? a
+               : reinterpret_cast<std::byte*>(regionBase_[region]) + reinterpret_cast<uintptr_t>(p);
+  }
+  std::byte* dstOf(const Op& op) const { return address(op.dst, op.region[0]); }
+  std::byte* srcOf(const Op& op) const { return address(op.src, op.region[1]); }
+  std::byte* src2Of(const Op& op) const { return address(op.src2, op.region[2]); }
   // The tag of call ctx.seq's messages, less the sender and slot (tag::base).
   static uint64_t tagBaseOf(const ScheduleContext& ctx);
   OpId add(Op op);
@@ -279,6 +290,8 @@ class Schedule final : public transport::TransferOwner {
   // A host schedule gives its scratch back to the pool as soon as it is done (rearm() takes
   // it again): an idle schedule kept for reuse holds none.
   void parkScratch();
+  // Keeps the run state a prepared schedule starts with (seedReady): what rearm() restores.
+  void snapshotArmed();
   std::string waitingOn() const;
   // Sizes window_ by the distinct ranks this schedule sends to on each link class.
   void sizeSendWindow();
@@ -289,6 +302,10 @@ class Schedule final : public transport::TransferOwner {
   uint64_t tagBase_;
   uint32_t slotRotation_;  // added to collective slots on the wire (post): a hash of the count
   std::deque<Op> ops_;     // deque: Transfer addresses stay fixed as ops are added
+  // Each operation's run state and count of dependencies not yet done, apart from ops_ so
+  // that rearm() restores them with two copies.
+  std::vector<OpState> states_;
+  std::vector<uint32_t> pending_;
   // Dependencies: (before, op) pairs as built (one vector, not one per operation: a schedule
   // is built on every call), then from the start each operation's dependents in
   // deps_[depBegin_[id] .. depBegin_[id + 1]), in the order they were added.
@@ -308,7 +325,16 @@ class Schedule final : public transport::TransferOwner {
   std::vector<const std::byte*> parkedScratch_;  // where each was before parkScratch()
   bool ownAddressesOnly_ = true;  // no check, remote copy, host scratch or own sequence
   bool preparedForReuse_ = false;
-  std::vector<uint32_t> initialDeps_;  // each operation's dependency count as built
+  // Where each region's offsets start (prepareReuse): receive buffer, send buffer, scratch.
+  std::vector<uintptr_t> regionBase_;
+  // The run state as first started (prepared schedules): what rearm() restores.
+  struct Armed {
+    std::vector<OpState> states;
+    std::vector<uint32_t> pending;
+    std::vector<OpId> sends[2], recvs;
+    std::deque<OpId> local;
+  };
+  Armed armed_;
   std::vector<core::QueueMemory> deviceScratch_;
   std::vector<std::pair<const std::byte*, size_t>> hostScratch_;  // device path: host ranges
   std::deque<DeviceWait> deviceWaits_;  // oldest first (the queue finishes in order)

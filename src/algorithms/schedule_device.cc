@@ -11,7 +11,7 @@ namespace sharc::algo {
 void Schedule::markStaged(OpId id) {
   if (ctx_.device == nullptr) return;
   Op& op = ops_[id];
-  const auto* buf = static_cast<const std::byte*>(op.kind == OpKind::Send ? op.src : op.dst);
+  const std::byte* buf = op.kind == OpKind::Send ? srcOf(op) : dstOf(op);
   for (const auto& [p, n] : hostScratch_)
     if (buf >= p && buf < p + n) op.hostBuffer = true;
   const bool direct = ctx_.directLinks != nullptr &&
@@ -25,21 +25,23 @@ void Schedule::runOnDevice(OpId id) {
   core::DeviceQueue& q = *ctx_.device;
   try {
     switch (op.kind) {
-      case OpKind::Reduce: q.reduce(op.dst, op.src, op.src2, op.size, ctx_.type, ctx_.op); break;
+      case OpKind::Reduce:
+        q.reduce(dstOf(op), srcOf(op), src2Of(op), op.size, ctx_.type, ctx_.op);
+        break;
       case OpKind::Copy:
-        if (op.dst == op.src) break;
+        if (dstOf(op) == srcOf(op)) break;
         if (op.rows == 1)
-          q.copy(op.dst, op.src, op.size);
+          q.copy(dstOf(op), srcOf(op), op.size);
         else
-          q.copy2d(op.dst, op.dstPitch, op.src, op.srcPitch, op.size, op.rows);
+          q.copy2d(dstOf(op), op.dstPitch, srcOf(op), op.srcPitch, op.size, op.rows);
         break;
       case OpKind::Divide:
         if (ctx_.op == RedOp::Avg)
-          q.divide(op.dst, op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
+          q.divide(dstOf(op), op.size, ctx_.type, static_cast<uint64_t>(ctx_.size));
         break;
       default: break;
     }
-    op.state = OpState::Posted;
+    states_[id] = OpState::Posted;
     deviceWaits_.push_back({q.fence(), id});
   } catch (const Error& e) {
     fail(e.code(), describe() + ": device queue (" + q.name() + "): " + e.what());
@@ -51,14 +53,14 @@ bool Schedule::startStagedSend(OpId id) {
   core::DeviceQueue& q = *ctx_.device;
   try {
     if (!op.stage) op.stage = ctx_.staging->acquire(op.size);
-    q.copy(op.stage.data(), op.src, op.size);
+    q.copy(op.stage.data(), srcOf(op), op.size);
     deviceWaits_.push_back({q.fence(), id});
   } catch (const Error& e) {
     fail(e.code(), describe() + ": staging a send to peer " + std::to_string(op.peer) + " (" +
                        q.name() + " queue): " + e.what());
     return false;
   }
-  op.state = OpState::Posted;
+  states_[id] = OpState::Posted;
   window_.posted(op.link);  // the window bounds the staging held by sends
   ++stagedTransfers_;
   return true;
@@ -81,9 +83,9 @@ bool Schedule::postStagedRecv(OpId id) {
 void Schedule::finishStagedRecv(OpId id) {
   Op& op = ops_[id];
   core::DeviceQueue& q = *ctx_.device;
-  op.state = OpState::Posted;  // until the copy out of staging has finished
+  states_[id] = OpState::Posted;  // until the copy out of staging has finished
   try {
-    q.copy(op.dst, op.stage.data(), op.size);
+    q.copy(dstOf(op), op.stage.data(), op.size);
     deviceWaits_.push_back({q.fence(), id});
   } catch (const Error& e) {
     fail(e.code(), describe() + ": copying a receive from peer " + std::to_string(op.peer) +
