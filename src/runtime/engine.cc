@@ -117,14 +117,14 @@ bool Engine::progressLocked() {
       drain(r.schedule);
     }
     any = true;
-    if (st == algo::Schedule::State::Done) {
-      r.comm->recorder.finish(r.traceId, true, {});
-      // A finished request needs its schedule no more: the next call of its shape may rearm it
-      // (ScheduleCache) while the user still holds the request.
-      r.schedule.reset();
-    }
+    if (st == algo::Schedule::State::Done) r.comm->recorder.finish(r.traceId, true, {});
     r.status = st == algo::Schedule::State::Done ? RequestState::Status::Done
                                                  : RequestState::Status::Failed;
+    // A finished request needs its schedule no more. Dropped here, under the lock, it goes
+    // back to the scratch pool (not locked) here too, or stays with the drain or the
+    // ScheduleCache, where the next call of its shape may rearm it while the user still holds
+    // the request.
+    r.schedule.reset();
     active_.erase(active_.begin() + static_cast<long>(i));
   }
   std::erase_if(drainingSchedules_, [](const auto& s) { return s->quiescent(); });
