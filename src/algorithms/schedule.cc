@@ -250,6 +250,7 @@ void Schedule::indexDependents() {
 std::byte* Schedule::scratch(size_t bytes) {
   if (ctx_.device != nullptr && ctx_.deviceScratch != nullptr) {
     deviceScratch_.push_back(ctx_.deviceScratch->acquire(bytes));
+    deviceScratchBytes_.push_back(bytes);
     return static_cast<std::byte*>(deviceScratch_.back().data());
   }
   scratch_.push_back(ctx_.scratch->acquire(bytes));
@@ -438,7 +439,7 @@ Schedule::State Schedule::advance() {
   }
   if (state_ == State::Running && done_ == ops_.size()) {
     state_ = State::Done;
-    if (ctx_.device == nullptr) parkScratch();
+    parkScratch();
   }
   if (state_ == State::Running && std::chrono::steady_clock::now() > ctx_.deadline) {
     fail(Result::Timeout, describe() + ": timed out (SHARC_TIMEOUT_MS) " + waitingOn());

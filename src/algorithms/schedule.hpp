@@ -168,9 +168,9 @@ class Schedule final : public transport::TransferOwner {
   const ScheduleContext& context() const { return ctx_; }
 
   // ---- reuse (a training loop repeats its shapes: rearming skips the build) ----
-  /// Readies this schedule for rearm() and says whether it can be rearmed: host memory only,
-  /// and every operation's addresses lie in the call's buffers or the schedule's scratch (no
-  /// checks, remote copies, host scratch filled at build time, or point-to-point sequences).
+  /// Readies this schedule for rearm() and says whether it can be rearmed: every operation's
+  /// addresses lie in the call's buffers or the schedule's scratch (no checks, remote copies,
+  /// host scratch filled at build time, or point-to-point sequences), and it has not started.
   /// Walks the operations once, noting the region of each address.
   bool prepareReuse();
   /// Makes a finished (Done) or never started schedule, prepared by prepareReuse(), run again
@@ -287,8 +287,8 @@ class Schedule final : public transport::TransferOwner {
   void start();                         // indexes dependencies, sizes the windows (once)
   void seedReady();                     // queues the operations that depend on nothing
   void queueReady(OpId id);             // marks `id` ready and queues it by kind
-  // A host schedule gives its scratch back to the pool as soon as it is done (rearm() takes
-  // it again): an idle schedule kept for reuse holds none.
+  // A schedule gives its scratch back to the pools as soon as it is done (rearm() takes it
+  // again): an idle schedule kept for reuse holds none.
   void parkScratch();
   // Keeps the run state a prepared schedule starts with (seedReady): what rearm() restores.
   void snapshotArmed();
@@ -322,7 +322,9 @@ class Schedule final : public transport::TransferOwner {
   size_t oldestUnposted_ = 0;    // index into recvOrder_ of the oldest receive not posted
   std::vector<ScratchPool::Buffer> scratch_;
   std::vector<size_t> scratchBytes_;             // what each scratch() asked for (host)
+  std::vector<size_t> deviceScratchBytes_;       // the same on the device path
   std::vector<const std::byte*> parkedScratch_;  // where each was before parkScratch()
+  std::vector<const void*> parkedDeviceScratch_;
   bool ownAddressesOnly_ = true;  // no check, remote copy, host scratch or own sequence
   bool preparedForReuse_ = false;
   // Where each region's offsets start (prepareReuse): receive buffer, send buffer, scratch.

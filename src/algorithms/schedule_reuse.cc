@@ -10,7 +10,8 @@ namespace sharc::algo {
 namespace {
 
 // Regions an operation's address may lie in: the receive buffer, the send buffer, then each
-// scratch buffer in the order scratch() gave them.
+// scratch buffer in the order scratch() gave them (host scratch first, then device scratch
+// on the device path).
 constexpr uint8_t kRecvRegion = 0, kSendRegion = 1, kFirstScratchRegion = 2;
 
 struct Region {
@@ -33,14 +34,18 @@ size_t regionOf(const std::vector<Region>& regions, const void* p) {
 
 bool Schedule::prepareReuse() {
   if (preparedForReuse_) return true;
-  if (!ownAddressesOnly_ || ctx_.device != nullptr || started_) return false;
-  if (scratch_.size() + kFirstScratchRegion >= kNoRegion) return false;
-  std::vector<Region> regions(kFirstScratchRegion + scratch_.size());
+  if (!ownAddressesOnly_ || started_) return false;
+  const size_t host = scratch_.size(), device = deviceScratch_.size();
+  if (kFirstScratchRegion + host + device >= kNoRegion) return false;
+  std::vector<Region> regions(kFirstScratchRegion + host + device);
   regions[kRecvRegion] = {reinterpret_cast<uintptr_t>(ctx_.recv), ctx_.recvBytes};
   regions[kSendRegion] = {reinterpret_cast<uintptr_t>(ctx_.send), ctx_.sendBytes};
-  for (size_t i = 0; i < scratch_.size(); ++i)
+  for (size_t i = 0; i < host; ++i)
     regions[kFirstScratchRegion + i] = {reinterpret_cast<uintptr_t>(scratch_[i].data.get()),
                                         scratchBytes_[i]};
+  for (size_t i = 0; i < device; ++i)
+    regions[kFirstScratchRegion + host + i] = {
+        reinterpret_cast<uintptr_t>(deviceScratch_[i].data()), deviceScratchBytes_[i]};
   // Every address must lie in a region before any is turned into an offset.
   for (const Op& op : ops_)
     for (const void* p : {static_cast<const void*>(op.dst), op.src, op.src2})
@@ -85,11 +90,27 @@ bool Schedule::rearm(uint64_t seq, std::chrono::steady_clock::time_point deadlin
   if (state_ != State::Done && !untouched) return false;
   regionBase_[kRecvRegion] = reinterpret_cast<uintptr_t>(recv);
   regionBase_[kSendRegion] = reinterpret_cast<uintptr_t>(send);
+  // Scratch first, all or nothing: a pool that throws leaves the schedule as it was (Done).
+  std::vector<core::QueueMemory> device;
+  try {
+    for (const size_t bytes :
+         parkedDeviceScratch_.empty() ? std::vector<size_t>{} : deviceScratchBytes_)
+      device.push_back(ctx_.deviceScratch->acquire(bytes));
+  } catch (...) {
+    for (core::QueueMemory& m : device) ctx_.deviceScratch->release(std::move(m));
+    throw;
+  }
+  const size_t host = scratchBytes_.size();  // (device regions come after every host one)
   for (size_t i = 0; i < parkedScratch_.size(); ++i) {
     scratch_.push_back(ctx_.scratch->acquire(scratchBytes_[i]));
     regionBase_[kFirstScratchRegion + i] = reinterpret_cast<uintptr_t>(scratch_.back().data.get());
   }
   parkedScratch_.clear();
+  for (size_t i = 0; i < device.size(); ++i) {
+    regionBase_[kFirstScratchRegion + host + i] = reinterpret_cast<uintptr_t>(device[i].data());
+    deviceScratch_.push_back(std::move(device[i]));
+  }
+  parkedDeviceScratch_.clear();
   ctx_.seq = seq;
   ctx_.deadline = deadline;
   ctx_.send = send;
@@ -98,6 +119,7 @@ bool Schedule::rearm(uint64_t seq, std::chrono::steady_clock::time_point deadlin
   state_ = State::Running;
   done_ = posted_ = postedRecvs_ = 0;
   oldestUnposted_ = 0;
+  stagedTransfers_ = 0;
   errorCode_ = Result::Success;
   errorMessage_.clear();
   failedAt_ = {};
@@ -121,6 +143,11 @@ void Schedule::parkScratch() {
     ctx_.scratch->release(std::move(b));
   }
   scratch_.clear();
+  for (core::QueueMemory& m : deviceScratch_) {  // (done: no queued operation still uses it)
+    parkedDeviceScratch_.push_back(m.data());
+    ctx_.deviceScratch->release(std::move(m));
+  }
+  deviceScratch_.clear();
 }
 
 }  // namespace sharc::algo

@@ -292,7 +292,7 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
   ctx.recv = recv;
   ctx.sendBytes = buffers.sendBytes;
   ctx.recvBytes = buffers.recvBytes;
-  // A shape called before rearms the schedule it built (host path; see ScheduleCache).
+  // A shape called before rearms the schedule it built (see ScheduleCache).
   const ScheduleShape shape{kind,
                             type,
                             ctx.op,
@@ -300,8 +300,10 @@ Request CommunicatorImpl::startOn(CollectiveKind kind, const void* send, void* r
                             kind == CollectiveKind::Broadcast ? root : -1,
                             algorithm,
                             plan.chunkBytes,
-                            send == buffers.inPlaceSend};
-  const bool cacheable = !dev && count > 0;
+                            send == buffers.inPlaceSend,
+                            device,
+                            dev != nullptr && ctx.directLinks == &c.directLinks};
+  const bool cacheable = count > 0;
   std::shared_ptr<algo::Schedule> schedule = cacheable ? c.schedules.take(shape) : nullptr;
   const bool reused = schedule && schedule->rearm(ctx.seq, ctx.deadline, send, recv);
   if (!reused) {

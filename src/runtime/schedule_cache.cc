@@ -11,7 +11,7 @@ size_t ScheduleCache::Hash::operator()(const ScheduleShape& s) const {
   for (const uint64_t x :
        {static_cast<uint64_t>(s.type), static_cast<uint64_t>(s.op), uint64_t{s.count},
         static_cast<uint64_t>(s.root), static_cast<uint64_t>(s.algorithm), uint64_t{s.chunkBytes},
-        uint64_t{s.inPlace}})
+        uint64_t{s.inPlace}, static_cast<uint64_t>(s.device), uint64_t{s.directLinks}})
     h = core::fnv1a64Word(x, h);
   return static_cast<size_t>(h);
 }

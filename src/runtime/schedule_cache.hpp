@@ -25,6 +25,8 @@ struct ScheduleShape {
   algo::Algorithm algorithm{};
   size_t chunkBytes = 0;
   bool inPlace = false;
+  int device = -2;           ///< the call's device (CommunicatorImpl::kNoDevice: host memory)
+  bool directLinks = false;  ///< device path: links decided per rank (else all staged)
   bool operator==(const ScheduleShape&) const = default;
 };
 

@@ -1,8 +1,9 @@
 // Schedules rearmed for a repeated shape (ScheduleCache, Schedule::rearm): every call of a
-// shape after the first runs the first call's schedule on new buffers. Results are checked
-// against a float64 reference on every call, the previous call's output must stay untouched,
-// the flight record must show the reuse, and two calls of one shape in flight at once must
-// not share a schedule.
+// shape after the second runs an earlier call's schedule on new buffers, on the host and on
+// the device path (over the host device queue). Results are checked against a float64
+// reference on every call, the previous call's output must stay untouched, the flight record
+// must show the reuse, two calls of one shape in flight at once must not share a schedule,
+// and a rearmed schedule's scratch must move with the pool's.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -113,7 +114,9 @@ struct Layout {
 void PrintTo(const Layout& layout, std::ostream* os) {
   *os << layout.name;
 }
-using Param = std::tuple<std::string, Layout>;  // SHARC_ALGO, layout
+// SHARC_ALGO, layout, and whether calls take the device path over the host device queue
+// (SHARC_DEVICE_PATH=host: device scratch, and staging where a link has no FI_HMEM).
+using Param = std::tuple<std::string, Layout, bool>;
 
 class ScheduleReuse : public ::testing::TestWithParam<Param> {
  protected:
@@ -125,6 +128,7 @@ class ScheduleReuse : public ::testing::TestWithParam<Param> {
     o.env["SHARC_TUNER_LEARN"] = "0";
     o.env["SHARC_TIMEOUT_MS"] = "60000";
     o.env["SHARC_SCHEDULE_CACHE"] = cache ? "1" : "0";
+    if (std::get<2>(GetParam())) o.env["SHARC_DEVICE_PATH"] = "host";
     for (int node : std::get<1>(GetParam()).nodeOfRank)
       o.nodeIds.push_back("node" + std::to_string(node));
     return o;
@@ -184,6 +188,33 @@ TEST_P(ScheduleReuse, CallsInFlightTogetherNeverShareASchedule) {
       options(true));
 }
 
+// A rearmed schedule's scratch moves where the pool hands out other memory: call t (in
+// place, another shape) takes the scratch the kept schedule gave back, and stays in flight
+// while a3 rearms that schedule. Were a3 still to use its old scratch, it would share t's.
+TEST_P(ScheduleReuse, ScratchMovesWhenThePoolHandsOutOtherMemory) {
+  runRanks(
+      ranks(),
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        const int n = comm->size(), r = comm->rank();
+        Call a1(CollectiveKind::ReduceScatter, n, r, 1, false);
+        a1.start(*comm).wait();
+        Call a2(CollectiveKind::ReduceScatter, n, r, 2, false);
+        a2.start(*comm).wait();
+        Call t(CollectiveKind::ReduceScatter, n, r, 3, true);
+        Request rt = t.start(*comm);
+        Call a3(CollectiveKind::ReduceScatter, n, r, 4, false);
+        a3.start(*comm).wait();
+        rt.wait();
+        EXPECT_EQ(a1.check(), "");
+        EXPECT_EQ(a2.check(), "");
+        EXPECT_EQ(t.check(), "");
+        EXPECT_EQ(a3.check(), "");
+        EXPECT_EQ(reusedCalls(*comm), std::make_pair(1, 4));
+      },
+      options(true));
+}
+
 // SHARC_SCHEDULE_CACHE=0 builds every call.
 TEST_P(ScheduleReuse, SwitchedOffBuildsEveryCall) {
   runRanks(
@@ -200,17 +231,20 @@ TEST_P(ScheduleReuse, SwitchedOffBuildsEveryCall) {
       options(false));
 }
 
-INSTANTIATE_TEST_SUITE_P(Algorithms, ScheduleReuse,
-                         ::testing::Values(Param{"ring", {"3ranks", {0, 1, 2}}},
-                                           Param{"bruck", {"5ranks", {0, 1, 2, 3, 4}}},
-                                           Param{"direct", {"3ranks", {0, 1, 2}}},
-                                           Param{"recursive_doubling", {"4ranks", {0, 1, 2, 3}}},
-                                           Param{"hierarchical", {"3plus2", {0, 0, 0, 1, 1}}},
-                                           Param{"hierarchical_bruck",
-                                                 {"3x2", {0, 0, 1, 1, 2, 2}}}),
-                         [](const ::testing::TestParamInfo<Param>& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Algorithms, ScheduleReuse,
+    ::testing::Values(Param{"ring", {"3ranks", {0, 1, 2}}, false},
+                      Param{"bruck", {"5ranks", {0, 1, 2, 3, 4}}, false},
+                      Param{"direct", {"3ranks", {0, 1, 2}}, false},
+                      Param{"recursive_doubling", {"4ranks", {0, 1, 2, 3}}, false},
+                      Param{"hierarchical", {"3plus2", {0, 0, 0, 1, 1}}, false},
+                      Param{"hierarchical_bruck", {"3x2", {0, 0, 1, 1, 2, 2}}, false},
+                      Param{"ring", {"3ranks", {0, 1, 2}}, true},
+                      Param{"hierarchical_bruck", {"3x2", {0, 0, 1, 1, 2, 2}}, true}),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name +
+             (std::get<2>(info.param) ? "_device_path" : "");
+    });
 
 }  // namespace
 }  // namespace sharc::testing
