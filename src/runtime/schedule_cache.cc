@@ -24,10 +24,7 @@ std::shared_ptr<algo::Schedule> ScheduleCache::take(const ScheduleShape& shape) 
   for (size_t i = 0; i < list.size(); ++i) {
     // Only the cache holds it: no request can still read it or the provider still write it.
     if (list[i].use_count() != 1) continue;
-    if (list[i]->state() == algo::Schedule::State::Done) {
-      ++reused_;
-      return list[i];
-    }
+    if (list[i]->state() == algo::Schedule::State::Done) return list[i];
     ops_ -= list[i]->opCount();  // failed: never run again
     list.erase(list.begin() + static_cast<long>(i--));
   }

@@ -41,8 +41,6 @@ class ScheduleCache {
   /// and the shape was called before among the last kSeen shapes built: a shape called once
   /// costs no memory.
   void keep(const ScheduleShape& shape, const std::shared_ptr<algo::Schedule>& schedule);
-  /// Calls that rearmed a kept schedule so far (tests, logs).
-  uint64_t reused() const { return reused_; }
 
   /// Schedules kept per shape: FSDP has two or three calls of one shape in flight at once.
   static constexpr size_t kPerShape = 4;
@@ -64,7 +62,6 @@ class ScheduleCache {
   std::array<ScheduleShape, kSeen> seen_{};
   size_t seenNext_ = 0;
   size_t ops_ = 0;
-  uint64_t reused_ = 0;
 };
 
 }  // namespace sharc::detail
