@@ -171,12 +171,13 @@ class Schedule final : public transport::TransferOwner {
   /// Readies this schedule for rearm() and says whether it can be rearmed: every operation's
   /// addresses lie in the call's buffers or the schedule's scratch (no checks, remote copies,
   /// host scratch filled at build time, or point-to-point sequences), and it has not started.
-  /// Walks the operations once, noting the region of each address.
+  /// Turns each operation's addresses into offsets in their region (send, receive, scratch).
   bool prepareReuse();
   /// Makes a finished (Done) or never started schedule, prepared by prepareReuse(), run again
   /// as call `seq` with these buffers, which must have the sizes and in-place form of the
-  /// call it was built for: resets every operation, takes scratch from the pool again and
-  /// moves each address with its region. Returns false (and changes nothing) otherwise.
+  /// call it was built for: restores the run state it first started with, takes scratch from
+  /// the pools again and points the regions at the new memory, touching no operation.
+  /// Returns false (and changes nothing) otherwise.
   bool rearm(uint64_t seq, std::chrono::steady_clock::time_point deadline, const void* send,
              const void* recv);
 
