@@ -63,6 +63,18 @@ inline bool bruckWholePieces(double pieceBytes, double blockBytes, double nodePe
   return pieceBytes > 2 * blockBytes &&
          nodePeers * nodes * blockBytes <= static_cast<double>(kBruckLaneScratchMax);
 }
+/// Where hierarchical_bruck's ReduceScatter splits a reversed Bruck step's message of `blocks`
+/// blocks at distance `distance`: the blocks [half, blocks) that the next step sends on go
+/// first, then [0, half), so that the next step can start halfway through this one. Only where
+/// each part holds at least half a piece (smaller, the split only adds messages). Returns half,
+/// or 0 for no split. The builder and the cost model decide by this one rule.
+inline int reverseBruckSplit(int blocks, int distance, double blockBytes, double pieceBytes) {
+  const int half = distance / 2;
+  if (half == 0 || half >= blocks) return 0;
+  const bool halfPieces =
+      2.0 * half * blockBytes >= pieceBytes && 2.0 * (blocks - half) * blockBytes >= pieceBytes;
+  return halfPieces ? half : 0;
+}
 /// The same with a Bruck across nodes (hierarchical_bruck.cc): false, building nothing, where
 /// the nodes differ in size (or as above); the caller then builds the hierarchical form.
 bool buildHierarchicalBruckAllGather(Schedule& s, const CollArgs& args);

@@ -21,6 +21,7 @@
 // acc[0, length-d). acc[0] ends as the rank's block. Reductions run in a fixed order, so the
 // result does not depend on arrival order.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "algorithms.hpp"
@@ -66,11 +67,14 @@ struct Rails {
     return map.ranksOf[static_cast<size_t>(mod(from + j, N))][static_cast<size_t>(lane)];
   }
   /// Element ranges [begin, end) of the pieces of one step's message of `blocks` blocks.
-  std::vector<Range> pieces(int blocks) const {
-    const size_t elems = static_cast<size_t>(blocks) * count;
+  std::vector<Range> pieces(int blocks) const { return pieces(0, blocks); }
+  /// The pieces of blocks [first, last) of a message, cut from its block `first` on.
+  std::vector<Range> pieces(int first, int last) const {
+    const size_t begin = static_cast<size_t>(first) * count,
+                 end = static_cast<size_t>(last) * count;
     std::vector<Range> out;
-    for (size_t at = 0; at < elems; at += pieceElems)
-      out.push_back({at, std::min(pieceElems, elems - at)});
+    for (size_t at = begin; at < end; at += pieceElems)
+      out.push_back({at, std::min(pieceElems, end - at)});
     return out;
   }
 
@@ -128,6 +132,15 @@ class PieceIndex {
   std::vector<uint32_t> ids_;
   std::vector<Piece> found_;
 };
+
+// The blocks of a reversed Bruck step's message in the order they go, as ranges of its
+// blocks (reverseBruckSplit).
+std::vector<std::pair<int, int>> stepOrder(const ReverseBruckStep& b, const Rails& g) {
+  const int half = reverseBruckSplit(b.blocks, b.distance, static_cast<double>(g.block),
+                                     static_cast<double>(g.pieceElems * g.elem));
+  if (half == 0) return {{0, b.blocks}};
+  return {{half, b.blocks}, {0, half}};
+}
 
 }  // namespace
 
@@ -295,7 +308,8 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   };
   for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
     const ReverseBruckStep b = reverseBruckStep(0, g.N, k);
-    addRuns(static_cast<size_t>(b.distance), static_cast<size_t>(b.length));
+    for (const auto& [first, last] : stepOrder(b, g))
+      addRuns(static_cast<size_t>(b.distance + first), static_cast<size_t>(b.distance + last));
   }
   addRuns(0, 1);
   // The units to make before bytes [begin, end) of acc are complete: whole positions, and
@@ -398,7 +412,9 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   std::vector<std::vector<Range>> stepPieces;
   size_t allPieces = 0, piecesMade = 0;
   for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
-    stepPieces.push_back(g.pieces(reverseBruckStep(0, g.N, k).blocks));
+    stepPieces.emplace_back();
+    for (const auto& [first, last] : stepOrder(reverseBruckStep(0, g.N, k), g))
+      for (const Range& p : g.pieces(first, last)) stepPieces.back().push_back(p);
     allPieces += stepPieces.back().size();
   }
   const size_t ahead = 4;
@@ -413,7 +429,10 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       const Range piece = stepPieces[static_cast<size_t>(k)][i];
       const size_t begin = piece.offset * g.elem, end = begin + piece.count * g.elem;
       const size_t paced = units.size() * ++piecesMade / allPieces;
-      makeUnits(std::max(unitsBefore(at + begin, at + end), paced) + ahead);
+      // the units the piece reads, the piece, then the units ahead: so the piece is older
+      // than their sends, which the engine would otherwise post first
+      const size_t need = unitsBefore(at + begin, at + end);
+      makeUnits(need);
       const OpId sd = s.send(to, static_cast<uint32_t>(i), acc + at + begin, end - begin);
       wrote.after(s, sd, at + begin, at + end);
       std::byte* buf = fresh + freshAt + begin;
@@ -421,6 +440,7 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
       const OpId rd = s.reduce(acc + begin, acc + begin, buf, piece.count);
       s.after(rd, rv);
       now.push_back({begin, end, rd});
+      makeUnits(std::max(need, paced) + ahead);
     }
     // The step's reductions land in acc[0, length - d): after the units and earlier
     // reductions that wrote there, and after the units made later (`early`), so that the
