@@ -3,7 +3,7 @@
 //                          the physical bound (and --plot FILE.png through matplotlib)
 //   sharc-plan fsdp        the ranked (hybrid_shard_degree, tensor_parallel_degree) table
 //   sharc-plan backtest    the cost model against published NCCL runs
-//   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 2,048 ranks)
+//   sharc-plan simulate    the model beside a replay of the engine's schedules (up to 8,192 ranks)
 //   sharc-plan cluster     a cluster (a profile) as a cluster file that loads back the same
 // This file: main, the shared option handling and `collective`; sharc_plan_fsdp.cc the rest.
 #include <signal.h>
@@ -68,8 +68,8 @@ const char kHelp[] =
     "sharc-plan simulate CLUSTER [--collective all_gather] [--nodes 2,4,8] [-b 1M] [-e 256M]\n"
     "    [-f 4] [--algorithm NAME] [--json]\n"
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
-    "  (same algorithm and chunk), and the model's error; at most 2,048 ranks (256 p5 nodes\n"
-    "  take half a minute to two minutes per size).\n"
+    "  (same algorithm and chunk), and the model's error; at most 8,192 ranks and 80 million\n"
+    "  operations in all (1,024 p5 nodes: hierarchical_bruck to 256 MiB, a minute per size).\n"
     "\n"
     "sharc-plan cluster CLUSTER\n"
     "  the cluster as a cluster file (every key): edit a number of a profile, then pass the\n"

@@ -12,10 +12,10 @@
 namespace sharc::plan::cli {
 namespace {
 
-// The replay plays every message of every rank: 1,024 ranks take seconds to a minute per
-// call, 2,048 (256 p5 nodes, about 4 million messages) half a minute to two minutes and up
-// to 2.3 GB; beyond, its messages and memory grow with the square of the ranks.
-constexpr int kMaxSimulatedRanks = 2048;
+// The replay plays every message of every rank, all held at once: up to 1,024 p5 nodes, as
+// long as the call's operations fit simulateUs's cap (schedule_sim.cc), which turns away the
+// schedules whose operations grow with the square of the ranks.
+constexpr int kMaxSimulatedRanks = 8192;
 
 struct SimRow {
   Prediction model;

@@ -512,6 +512,10 @@ class Replay {
 
 }  // namespace
 
+// The most operations (all ranks together) simulateUs replays: its state is about 90 bytes per
+// operation, so at most about 4.5 GB.
+constexpr size_t kMaxReplayOperations = 80'000'000;
+
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
   algo::CallShape s = callShape(c, bytes, map);
   s.bytesPerRank = simCountPerRank(c, bytes, map.size()) * kSimElem;
@@ -547,6 +551,18 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
   // transport (DMA for the GPU profiles; a CPU transport for this host and calibration files).
   params.postedSends = static_cast<int>(algo::kMinPostedSends);
   const algo::Plan chosen = algo::plan(shape, params, false);
+  // Every rank's operations are held at once: estimated from rank 0's (the schedules are
+  // alike across ranks) before any is built.
+  const size_t perRank = SimBuilder(map, c, bytes, chosen.algorithm, chosen.chunkBytes).build(0);
+  const double operations = static_cast<double>(perRank) * map.size();
+  if (operations > kMaxReplayOperations)
+    throw Error(Result::InvalidArgument,
+                "simulate: " + std::string(algo::algorithmName(chosen.algorithm)) + " on " +
+                    std::to_string(map.size()) + " ranks would replay about " +
+                    std::to_string(static_cast<long long>(operations)) + " operations (rank 0's " +
+                    std::to_string(perRank) + " on every rank); the replay plays at most " +
+                    std::to_string(kMaxReplayOperations) +
+                    " (sharc-plan collective predicts any size)");
   return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
 }
 

@@ -29,9 +29,14 @@ for r, m in zip(s, c):
     err = 100 * (r["model_us"] - r["replay_us"]) / r["replay_us"]
     assert abs(r["error_pct"] - err) < 1e-3, r
 PY
-  out=$("$plan" simulate --cluster p5.48xlarge --nodes 300 2>&1)
+  out=$("$plan" simulate --cluster p5.48xlarge --nodes 1100 2>&1)
   rc=$?
-  [[ $rc == 2 && $out == *"at most 2048 ranks"* ]] || fail "simulate --nodes 300: exit $rc: $out"
+  [[ $rc == 2 && $out == *"at most 8192 ranks"* ]] || fail "simulate --nodes 1100: exit $rc: $out"
+  # Within the ranks, a call whose operations pass the cap gets no replay (nan) and says why.
+  out=$("$plan" simulate --cluster p5.48xlarge --collective all_gather --nodes 1024 -b 2G -e 2G \
+    2>&1) || fail "simulate over the operations cap: exit $?: $out"
+  [[ $out == *"the replay plays at most 80000000"* && $out == *nan* ]] ||
+    fail "simulate over the operations cap: $out"
   echo "simulate: OK"
   ;;
 paths)
