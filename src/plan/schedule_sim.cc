@@ -512,8 +512,8 @@ class Replay {
 
 }  // namespace
 
-// The most operations (all ranks together) simulateUs replays: its state is about 90 bytes per
-// operation, so at most about 4.5 GB.
+// The most operations (all ranks together) simulateUs replays: its state takes about 55 bytes
+// per operation (docs/replay-scale.md), so at most about 4.5 GB.
 constexpr size_t kMaxReplayOperations = 80'000'000;
 
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map) {
