@@ -34,9 +34,12 @@ constexpr double kStagedCopiesUs = 10.0;
 // Direct algorithms keep n-1 transfers in flight per rank: only for small groups.
 constexpr int kDirectMaxRanks = 8;
 
-// Below 8 nodes both two-level forms move the same bytes with few peers, and the replay shows
-// no gain for the Bruck (docs/tuner.md): it is ranked from 8.
-constexpr int kBruckMinNodes = 8;
+// Below these node counts both two-level forms move the same bytes with few peers, and the
+// replay shows no gain for the Bruck (docs/tuner.md): AllGather from 8 nodes, ReduceScatter
+// (whose steps overlap) from 4.
+int bruckMinNodes(CollectiveKind kind) {
+  return kind == CollectiveKind::ReduceScatter ? 4 : 8;
+}
 
 bool unchunked(Algorithm a) {
   return a == Algorithm::RecursiveDoubling || a == Algorithm::Bruck;
@@ -203,7 +206,7 @@ std::vector<Algorithm> candidates(const CallShape& s) {
 
 std::vector<Algorithm> rankedCandidates(const CallShape& shape, const TunerParams& p) {
   std::vector<Algorithm> out = candidates(shape);
-  if (!p.dmaTransfers || !shape.nodes || shape.nodes->nodes() < kBruckMinNodes)
+  if (!p.dmaTransfers || !shape.nodes || shape.nodes->nodes() < bruckMinNodes(shape.kind))
     std::erase(out, Algorithm::HierarchicalBruck);
   return out;
 }

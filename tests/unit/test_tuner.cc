@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -157,6 +158,28 @@ TEST(Tuner, RankDrivesOnlyItsShareOfTheFabric) {
   EXPECT_DOUBLE_EQ(predictUs(s, Algorithm::Hierarchical, M, capped),
                    predictUs(s, Algorithm::Hierarchical, M, p));
   EXPECT_EQ(plan(s, capped, false).algorithm, Algorithm::Hierarchical);
+}
+
+// The tuner ranks the Bruck two-level form for ReduceScatter from 4 equal nodes and for
+// AllGather from 8, and only where transfers are DMA.
+TEST(Tuner, RanksHierarchicalBruckFromItsNodeCounts) {
+  TunerParams p = params(8);
+  p.dmaTransfers = true;
+  auto ranked = [&](CollectiveKind k, const NodeMap& nodes, const TunerParams& q) {
+    const std::vector<Algorithm> c =
+        rankedCandidates(shape(k, 256 * M, nodes.size(), kNet, &nodes), q);
+    return std::find(c.begin(), c.end(), Algorithm::HierarchicalBruck) != c.end();
+  };
+  const NodeMap three = layout({8, 8, 8});
+  const NodeMap four = layout({8, 8, 8, 8});
+  const NodeMap eight = layout({8, 8, 8, 8, 8, 8, 8, 8});
+  EXPECT_FALSE(ranked(CollectiveKind::ReduceScatter, three, p));
+  EXPECT_TRUE(ranked(CollectiveKind::ReduceScatter, four, p));
+  EXPECT_FALSE(ranked(CollectiveKind::AllGather, four, p));
+  EXPECT_TRUE(ranked(CollectiveKind::AllGather, eight, p));
+  TunerParams cpu = p;
+  cpu.dmaTransfers = false;
+  EXPECT_FALSE(ranked(CollectiveKind::ReduceScatter, four, cpu));
 }
 
 // A message under 32 KiB is not striped (transport/stripe_rule.hpp): on two rails it moves
