@@ -101,6 +101,7 @@ check() {
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=15 bash tools/perf-ab.sh 9c7cffe HEAD")
       echo "run: SHARC_AB_DIR=$tmp/ab MIN_BYTES=1K MAX_BYTES=4K ROUNDS=1 COLLS=all_gather bash tools/perf-ab.sh HEAD HEAD >/dev/null" ;;
     "MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 1d88291 5ebfe46" | \
+      "COLLS=reduce_scatter SHARC_ALGO=hierarchical_bruck NODES=2,2,2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh c858168 b535771" | \
       "ROUNDS=5 RANKS=4 MIN_BYTES=4K MAX_BYTES=16M bash tools/perf-ab.sh e3939aa 342c851")
       echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
     "SHARC_ALGO=hierarchical_bruck NODES=2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 26146b7 846b176")
@@ -139,6 +140,9 @@ check() {
       "build/tools/sharc-plan simulate --cluster p4d.24xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64 -b 32M -e 2G -f 4" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 8,16,32,64,128 -b 32M -e 2G -f 4")
       echo "covered: 1-6 minutes on 2 cores (docs/replay-scale.md has its table); CTest plan.ScheduleSimScale.ModelAgreesOnTableRows replays these rows at 2-16 nodes and 32 nodes (128 MiB)" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 512,1024 -b 32M -e 512M -f 2" | \
+      "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 512,1024 -b 32M -e 512M -f 2")
+      echo "skip: 1-4 minutes and up to 3.6 GB at 4,096-8,192 ranks (docs/replay-scale.md has its table); test_sharc_plan_cli.sh checks the CLI's rank and operation caps" ;;
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 256 -b 128M -e 128M")
       echo "skip: about 40 s and 1 GB at 2,048 ranks; CTest plan.ScheduleSimScale.* replays up to 512 ranks hierarchical" ;;
     "build/tests/plan/test_schedule_sim --table")

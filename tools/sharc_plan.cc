@@ -69,7 +69,7 @@ const char kHelp[] =
     "    [-f 4] [--algorithm NAME] [--json]\n"
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
     "  (same algorithm and chunk), and the model's error; at most 8,192 ranks and 80 million\n"
-    "  operations in all (1,024 p5 nodes: hierarchical_bruck to 256 MiB, a minute per size).\n"
+    "  operations in all (1,024 p5 nodes: hierarchical_bruck to 1 GiB, minutes per size).\n"
     "\n"
     "sharc-plan cluster CLUSTER\n"
     "  the cluster as a cluster file (every key): edit a number of a profile, then pass the\n"
