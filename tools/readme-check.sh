@@ -140,6 +140,9 @@ check() {
       "build/tools/sharc-plan simulate --cluster p4d.24xlarge --collective reduce_scatter --nodes 2,4,8,16,32,64 -b 32M -e 2G -f 4" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 8,16,32,64,128 -b 32M -e 2G -f 4")
       echo "covered: 1-6 minutes on 2 cores (docs/replay-scale.md has its table); CTest plan.ScheduleSimScale.ModelAgreesOnTableRows replays these rows at 2-16 nodes and 32 nodes (128 MiB)" ;;
+    "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 8,64,256,1024 -b 256M -e 256M --fabric" | \
+      "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 8,64,256,1024 -b 256M -e 256M --fabric")
+      echo "run: build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 8 -b 256M -e 256M --fabric >/dev/null" ;;
     "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective all_gather --nodes 512,1024 -b 32M -e 512M -f 2" | \
       "build/tools/sharc-plan simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 512,1024 -b 32M -e 512M -f 2")
       echo "skip: 1-4 minutes and up to 3.6 GB at 4,096-8,192 ranks (docs/replay-scale.md has its table); test_sharc_plan_cli.sh checks the CLI's rank and operation caps" ;;

@@ -66,10 +66,12 @@ const char kHelp[] =
     "  EFA, with the error of each point; exit 1 if a point is outside its bound.\n"
     "\n"
     "sharc-plan simulate CLUSTER [--collective all_gather] [--nodes 2,4,8] [-b 1M] [-e 256M]\n"
-    "    [-f 4] [--algorithm NAME] [--json]\n"
+    "    [-f 4] [--algorithm NAME] [--fabric] [--json]\n"
     "  the model's time beside a replay of every rank's real schedule over the same links\n"
     "  (same algorithm and chunk), and the model's error; at most 8,192 ranks and 80 million\n"
     "  operations in all (1,024 p5 nodes: hierarchical_bruck to 1 GiB, minutes per size).\n"
+    "  --fabric   also rank 0's messages to other nodes: when the first started (lead_us),\n"
+    "             how long at least one was moving (busy_us), and the gaps between (idle_us)\n"
     "\n"
     "sharc-plan cluster CLUSTER\n"
     "  the cluster as a cluster file (every key): edit a number of a profile, then pass the\n"
@@ -480,7 +482,7 @@ int main(int argc, char** argv) {
       return runSimulate(
           parseArgs(cmd, argc - 2, argv + 2,
                     with({"--collective", "--nodes", "-b", "-e", "-f", "--algorithm"}),
-                    {"--json", "--this-host"}));
+                    {"--json", "--this-host", "--fabric"}));
     if (cmd == "cluster")
       return runCluster(parseArgs(cmd, argc - 2, argv + 2, with({}), {"--this-host"}));
     throw UsageError("sharc-plan: unknown subcommand '" + cmd +

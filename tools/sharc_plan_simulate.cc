@@ -20,6 +20,7 @@ constexpr int kMaxSimulatedRanks = 8192;
 struct SimRow {
   Prediction model;
   double replayUs = 0;
+  SimResult replay;  // rank 0's fabric times too
   double errorPct() const {
     return 100.0 * (model.predictedUs - replayUs) / replayUs;
   }  // NaN: none
@@ -63,7 +64,8 @@ int runSimulate(const Args& a) {
       r.model = predictCollective(cl, n, coll, b, algorithm);
       // The replay runs what the model costed: its algorithm and chunk.
       try {
-        r.replayUs = simulateUs(cl, n, coll, b, r.model.algorithm, r.model.chunkBytes);
+        r.replay = simulateCall(cl, n, coll, b, r.model.algorithm, r.model.chunkBytes);
+        r.replayUs = r.replay.us;
       } catch (const Error& e) {  // e.g. a single-copy algorithm, which the replay has not
         if (e.code() != Result::InvalidArgument) throw;
         std::fprintf(stderr, "sharc-plan simulate: %d nodes %s: %s\n", n,
@@ -89,27 +91,43 @@ int runSimulate(const Args& a) {
            << ", \"chunk_bytes\": " << r.model.chunkBytes
            << ", \"model_us\": " << jsonNumber(r.model.predictedUs)
            << ", \"replay_us\": " << jsonNumber(r.replayUs)
-           << ", \"error_pct\": " << jsonNumber(r.errorPct()) << "}";
+           << ", \"error_pct\": " << jsonNumber(r.errorPct())
+           << ", \"rank0_fabric_first_us\": " << jsonNumber(r.replay.fabricFirstUs)
+           << ", \"rank0_fabric_last_us\": " << jsonNumber(r.replay.fabricLastUs)
+           << ", \"rank0_fabric_busy_us\": " << jsonNumber(r.replay.fabricBusyUs) << "}";
     }
     json << "\n]}\n";
     std::fputs(json.str().c_str(), stdout);
     return 0;
   }
   std::printf("sharc-plan simulate %s on %s\n", cname.c_str(), clusterText(cl).c_str());
+  const bool fabric = a.has("--fabric");
   int last = -1;
   for (const SimRow& r : rows) {
-    if (r.model.nodes != last)
-      std::printf("\n%6s %6s %8s %-18s %6s %12s %12s %8s\n", "nodes", "ranks", "size", "algorithm",
+    if (r.model.nodes != last) {
+      std::printf("\n%6s %6s %8s %-18s %6s %12s %12s %8s", "nodes", "ranks", "size", "algorithm",
                   "chunk", "model_us", "replay_us", "error");
+      if (fabric) std::printf(" %9s %9s %9s", "lead_us", "busy_us", "idle_us");
+      std::printf("\n");
+    }
     last = r.model.nodes;
-    std::printf("%6d %6d %8s %-18s %6s %12.1f %12.1f %+7.1f%%\n", r.model.nodes, r.model.ranks,
+    std::printf("%6d %6d %8s %-18s %6s %12.1f %12.1f %+7.1f%%", r.model.nodes, r.model.ranks,
                 bytesText(static_cast<double>(r.model.bytes)).c_str(), r.model.algorithm.c_str(),
                 bytesText(static_cast<double>(r.model.chunkBytes)).c_str(), r.model.predictedUs,
                 r.replayUs, r.errorPct());
+    const SimResult& f = r.replay;
+    if (fabric)
+      std::printf(" %9.1f %9.1f %9.1f", f.fabricFirstUs, f.fabricBusyUs,
+                  f.fabricLastUs - f.fabricFirstUs - f.fabricBusyUs);
+    std::printf("\n");
   }
   std::printf(
       "\nerror = (model - replay) / replay; the replay plays every rank's real schedule over the "
       "same links (docs/planning.md, \"The schedule replay\")\n");
+  if (fabric)
+    std::printf(
+        "lead_us: when rank 0's first message to another node started moving; busy_us: how "
+        "long at least one moved; idle_us: the gaps between its first and its last\n");
   return 0;
 }
 

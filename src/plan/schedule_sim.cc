@@ -147,7 +147,7 @@ class Replay {
       ranks_[r].scheduled = true;
     }
     loop();
-    SimResult out;
+    SimResult out = rank0_;
     for (int r = 0; r < n_; ++r) {
       const Rank& k = ranks_[r];
       if (k.done != ops_.base[r + 1] - ops_.base[r]) {
@@ -324,6 +324,10 @@ class Replay {
 
   void flowDone(uint32_t id, double now) {
     const Message& m = messages_[id];
+    if (m.src == 0 && m.bytes > 0 && crosses(m)) {
+      if (--rank0Moving_ == 0) rank0_.fabricBusyUs += now - rank0Since_;
+      rank0_.fabricLastUs = now;
+    }
     double at = now + (crosses(m) ? p_.fabric.alphaUs : p_.local.alphaUs);
     // On a CPU transport a message longer than the call's chunk (a log-step algorithm's whole
     // blocks) is copied out of the transport's buffers by the receiver's thread, and beyond
@@ -349,6 +353,11 @@ class Replay {
     if (m.bytes <= 0) {
       flowDone(id, now);
       return;
+    }
+    if (m.src == 0 && crosses(m)) {
+      if (rank0Moving_++ == 0) rank0Since_ = now;
+      if (!rank0Started_) rank0_.fabricFirstUs = now;
+      rank0Started_ = true;
     }
     SimFlow f;
     f.msg = id;
@@ -506,6 +515,10 @@ class Replay {
   std::vector<int> touchedList_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> groupDue_;  // id: version
   size_t onWire_ = 0;
+  SimResult rank0_;      // rank 0's fabric times (SimResult::fabric*)
+  int rank0Moving_ = 0;  // its messages to other nodes now moving
+  double rank0Since_ = 0;
+  bool rank0Started_ = false;
   std::unordered_map<uint64_t, std::deque<uint32_t>> pairs_;  // messages per (src, dst), in order
   std::unordered_map<uint64_t, int> connection_;              // half duplex: link of each rank pair
 };
@@ -535,6 +548,11 @@ SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collect
 
 double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
                   const std::string& algorithm, size_t chunkBytes) {
+  return simulateCall(cluster, nodes, c, bytes, algorithm, chunkBytes).us;
+}
+
+SimResult simulateCall(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                       const std::string& algorithm, size_t chunkBytes) {
   if (nodes < 1 || cluster.ranksPerNode < 1)
     throw Error(Result::InvalidArgument,
                 "simulate: nodes (" + std::to_string(nodes) + ") and ranks per node (" +
@@ -563,7 +581,7 @@ double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
                     std::to_string(perRank) + " on every rank); the replay plays at most " +
                     std::to_string(kMaxReplayOperations) +
                     " (sharc-plan collective predicts any size)");
-  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes).us;
+  return simulate(params, map, c, bytes, chosen.algorithm, chosen.chunkBytes);
 }
 
 }  // namespace sharc::plan

@@ -33,9 +33,9 @@
 // method: the model sums per-step terms, the simulation plays out the dependencies.
 //
 // Cost: the rates are recomputed (max-min, over the flows of one group: SimOptions) at every
-// point in time where a flow starts or ends; each flow's finish time waits in a heap. 2,048
-// p5 ranks (256 nodes, about 4 million messages per call) replay in half a minute to two
-// minutes per size on one core, in up to 2.3 GB (docs/replay-scale.md).
+// point in time where a flow starts or ends; each flow's finish time waits in a heap. Up to
+// 8,192 p5 ranks (1,024 nodes, tens of millions of operations per call) replay in half a
+// minute to a few minutes per size on one core, in up to 4.5 GB (docs/replay-scale.md).
 #pragma once
 
 #include <cstddef>
@@ -54,6 +54,10 @@ struct SimResult {
   size_t messages = 0;     ///< sends replayed (all ranks)
   size_t operations = 0;   ///< operations replayed (all ranks)
   size_t rateUpdates = 0;  ///< max-min recomputations (a measure of the simulation's work)
+  /// Rank 0's messages to other nodes: when the first started moving, when the last one's
+  /// last byte left, and how long at least one was moving (us); all 0 where it sends none.
+  /// first is the call's lead before the fabric, last - first - busy the fabric's idle time.
+  double fabricFirstUs = 0, fabricLastUs = 0, fabricBusyUs = 0;
 };
 
 /// How the replay computes the links' rates; every choice gives the same times (to rounding:
@@ -87,5 +91,8 @@ algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map);
 /// sharc::Error(InvalidArgument) for an unknown algorithm name.
 double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
                   const std::string& algorithm, size_t chunkBytes);
+/// The same, with the replay's whole result.
+SimResult simulateCall(const Cluster& cluster, int nodes, Collective c, size_t bytes,
+                       const std::string& algorithm, size_t chunkBytes);
 
 }  // namespace sharc::plan

@@ -54,6 +54,30 @@ TEST(ScheduleSim, OneMessageIsAlphaPlusBytesOverBandwidth) {
       simulate(p, layout({1, 1}), Collective::AllGather, bytes, Algorithm::Ring, 64 << 20);
   EXPECT_NEAR(r.us, want, 1e-6 * want);
   EXPECT_EQ(r.messages, 2u);
+  // Rank 0's message to the other node: starts after the build and its post, moves alone.
+  const double wire = (4 << 20) / 2e3;
+  EXPECT_NEAR(r.fabricFirstUs, 2, 1e-9);
+  EXPECT_NEAR(r.fabricBusyUs, wire, 1e-6 * wire);
+  EXPECT_NEAR(r.fabricLastUs, 2 + wire, 1e-6 * wire);
+}
+
+// Rank 0's fabric times: a ring of 3 single-rank nodes sends 2 steps, each after the last
+// step's message arrived (one latency with nothing moving); on one node none.
+TEST(ScheduleSim, RankZerosFabricTimesCountItsIdleGaps) {
+  const auto p = fabricOnly(40, 2, 1);
+  const size_t block = 1 << 20;
+  const SimResult r =
+      simulate(p, layout({1, 1, 1}), Collective::AllGather, 3 * block, Algorithm::Ring, 64 << 20);
+  const double wire = block / 2e3;
+  EXPECT_NEAR(r.fabricFirstUs, 2, 1e-9);
+  EXPECT_NEAR(r.fabricBusyUs, 2 * wire, 1e-6 * wire);
+  // between the steps: the latency, then the post of the next send
+  EXPECT_NEAR(r.fabricLastUs - r.fabricFirstUs - r.fabricBusyUs, 40 + 1, 1e-6 * wire);
+  const SimResult one =
+      simulate(p, layout({2}), Collective::AllGather, 2 * block, Algorithm::Ring, 64 << 20);
+  EXPECT_EQ(one.fabricFirstUs, 0);
+  EXPECT_EQ(one.fabricBusyUs, 0);
+  EXPECT_EQ(one.fabricLastUs, 0);
 }
 
 // Half duplex (tcp): the two directions of one connection move together for their first

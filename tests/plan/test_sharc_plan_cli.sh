@@ -28,6 +28,23 @@ for r, m in zip(s, c):
     assert r["replay_us"] > 0, r
     err = 100 * (r["model_us"] - r["replay_us"]) / r["replay_us"]
     assert abs(r["error_pct"] - err) < 1e-3, r
+    # rank 0's fabric: it starts after the build, moves no longer than it lasts, and ends
+    # before the call does
+    first, last, busy = (r["rank0_fabric_" + k + "_us"] for k in ("first", "last", "busy"))
+    assert 0 < first < last <= r["replay_us"] and 0 < busy <= last - first + 1e-6, r
+PY
+  # --fabric: the same three in the table, idle = last - first - busy
+  out=$("$plan" simulate --cluster p5.48xlarge --collective reduce_scatter --nodes 2 -b 64M \
+    -e 64M --fabric 2>/dev/null) || fail "simulate --fabric exit $?"
+  [[ $out == *lead_us*busy_us*idle_us* ]] || fail "simulate --fabric: no fabric columns: $out"
+  python3 - "$tmp/s.json" "$out" <<'PY' || fail "simulate --fabric row"
+import json, sys
+r = [x for x in json.load(open(sys.argv[1]))["rows"] if x["nodes"] == 2 and x["bytes"] == 64 << 20][0]
+row = [l.split() for l in sys.argv[2].splitlines() if l.split()[:1] == ["2"]][0]
+lead, busy, idle = map(float, row[-3:])
+want = r["rank0_fabric_last_us"] - r["rank0_fabric_first_us"] - r["rank0_fabric_busy_us"]
+assert abs(lead - r["rank0_fabric_first_us"]) < 0.06 and abs(busy - r["rank0_fabric_busy_us"]) < 0.06, row
+assert abs(idle - want) < 0.11, (row, want)
 PY
   out=$("$plan" simulate --cluster p5.48xlarge --nodes 1100 2>&1)
   rc=$?
