@@ -435,6 +435,8 @@ Schedule::State Schedule::advance() {
       if (state_ != State::Running) break;
       complete(id);
       progressed = true;
+      // One operation on the thread at a time: a send it made ready goes out before the next.
+      break;
     }
   }
   if (state_ == State::Running && done_ == ops_.size()) {

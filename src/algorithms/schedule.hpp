@@ -197,7 +197,9 @@ class Schedule final : public transport::TransferOwner {
   std::vector<OpInfo> describeOps() const;
 
   // ---- running ----
-  /// Posts what is ready and runs local operations; returns the state afterwards.
+  /// Posts what is ready (receives, then sends) and runs local operations, over and over until
+  /// nothing moves: a device queue's all at once, the thread's one per round, so that a send
+  /// a reduction makes ready is posted before the next reduction runs. Returns the state.
   State advance();
   State state() const { return state_; }
   /// Moves the deadline (SHARC_TIMEOUT_MS) later by `extra` (the stall probe's grace for a

@@ -299,6 +299,7 @@ class Replay {
         }
         complete(r, g, t);
         progressed = true;
+        break;  // one at a time: what it made ready is posted before the next (advance)
       }
     }
     k.cpuFree = t;

@@ -7,8 +7,8 @@
 //   - each rank runs the engine's posting rule (Schedule::advance): ready receives first,
 //     oldest first (at most 1,024 posted: the window on a provider holding 4,096 or more),
 //     then ready sends (oldest in schedule order first, at most sendWindow posted: two per
-//     peer, at least 32), then local operations in the order they became ready, on one
-//     progress thread per rank (a serial CPU clock);
+//     peer, at least 32), then one local operation (the first to become ready), and again,
+//     on one progress thread per rank (a serial CPU clock);
 //   - posting a send costs step_us of that clock; a reduce costs bytes / reduce.gbps, a copy
 //     bytes / copy.gbps; the schedule's build costs step_us before anything starts;
 //   - a send becomes a flow on the links it crosses: between nodes the source node's NIC
