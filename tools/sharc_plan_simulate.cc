@@ -13,17 +13,14 @@ namespace sharc::plan::cli {
 namespace {
 
 // The replay plays every message of every rank, all held at once: up to 1,024 p5 nodes, as
-// long as the call's operations fit simulateUs's cap (schedule_sim.cc), which turns away the
+// long as the call's operations fit simulateCall's cap (schedule_sim.cc), which turns away the
 // schedules whose operations grow with the square of the ranks.
 constexpr int kMaxSimulatedRanks = 8192;
 
 struct SimRow {
   Prediction model;
-  double replayUs = 0;
-  SimResult replay;  // rank 0's fabric times too
-  double errorPct() const {
-    return 100.0 * (model.predictedUs - replayUs) / replayUs;
-  }  // NaN: none
+  SimResult replay;  // replay.us NaN: none
+  double errorPct() const { return 100.0 * (model.predictedUs - replay.us) / replay.us; }
 };
 
 Collective collectiveOf(const std::string& name) {
@@ -65,12 +62,11 @@ int runSimulate(const Args& a) {
       // The replay runs what the model costed: its algorithm and chunk.
       try {
         r.replay = simulateCall(cl, n, coll, b, r.model.algorithm, r.model.chunkBytes);
-        r.replayUs = r.replay.us;
       } catch (const Error& e) {  // e.g. a single-copy algorithm, which the replay has not
         if (e.code() != Result::InvalidArgument) throw;
         std::fprintf(stderr, "sharc-plan simulate: %d nodes %s: %s\n", n,
                      bytesText(static_cast<double>(b)).c_str(), e.what());
-        r.replayUs = NAN;
+        r.replay.us = NAN;
       }
       rows.push_back(r);
       if (!a.has("--json"))
@@ -90,7 +86,7 @@ int runSimulate(const Args& a) {
            << ", \"algorithm\": " << jsonString(r.model.algorithm)
            << ", \"chunk_bytes\": " << r.model.chunkBytes
            << ", \"model_us\": " << jsonNumber(r.model.predictedUs)
-           << ", \"replay_us\": " << jsonNumber(r.replayUs)
+           << ", \"replay_us\": " << jsonNumber(r.replay.us)
            << ", \"error_pct\": " << jsonNumber(r.errorPct())
            << ", \"rank0_fabric_first_us\": " << jsonNumber(r.replay.fabricFirstUs)
            << ", \"rank0_fabric_last_us\": " << jsonNumber(r.replay.fabricLastUs)
@@ -114,7 +110,7 @@ int runSimulate(const Args& a) {
     std::printf("%6d %6d %8s %-18s %6s %12.1f %12.1f %+7.1f%%", r.model.nodes, r.model.ranks,
                 bytesText(static_cast<double>(r.model.bytes)).c_str(), r.model.algorithm.c_str(),
                 bytesText(static_cast<double>(r.model.chunkBytes)).c_str(), r.model.predictedUs,
-                r.replayUs, r.errorPct());
+                r.replay.us, r.errorPct());
     const SimResult& f = r.replay;
     if (fabric)
       std::printf(" %9.1f %9.1f %9.1f", f.fabricFirstUs, f.fabricBusyUs,

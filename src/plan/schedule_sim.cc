@@ -287,7 +287,7 @@ class Replay {
         push(t, Ev::FlowStart, static_cast<uint32_t>(messages_.size() - 1));
         progressed = true;
       }
-      while (!k.local.empty()) {
+      if (!k.local.empty()) {  // one at a time: what it makes ready is posted first (advance)
         const uint32_t g = k.local.front();
         k.local.pop_front();
         const double start = t;
@@ -299,7 +299,6 @@ class Replay {
         }
         complete(r, g, t);
         progressed = true;
-        break;  // one at a time: what it made ready is posted before the next (advance)
       }
     }
     k.cpuFree = t;
@@ -526,7 +525,7 @@ class Replay {
 
 }  // namespace
 
-// The most operations (all ranks together) simulateUs replays: its state takes about 55 bytes
+// The most operations (all ranks together) simulateCall replays: its state takes about 55 bytes
 // per operation (docs/replay-scale.md), so at most about 4.5 GB.
 constexpr size_t kMaxReplayOperations = 80'000'000;
 
@@ -545,11 +544,6 @@ SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collect
                                              std::to_string(map.size()) + " ranks");
   Replay replay(p, map, buildSimOps(map, c, bytes, a, chunkBytes), chunkBytes, options);
   return replay.run();
-}
-
-double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
-                  const std::string& algorithm, size_t chunkBytes) {
-  return simulateCall(cluster, nodes, c, bytes, algorithm, chunkBytes).us;
 }
 
 SimResult simulateCall(const Cluster& cluster, int nodes, Collective c, size_t bytes,

@@ -85,13 +85,10 @@ SimResult simulate(const algo::TunerParams& p, const algo::NodeMap& map, Collect
 /// The shape the model is given for the same call (bytes per rank rounded as simulate does).
 algo::CallShape simShape(Collective c, size_t bytes, const algo::NodeMap& map);
 
-/// For `sharc-plan simulate`: the simulated time (us) of `c` of `bytes` on `nodes` nodes of
-/// `cluster` (ranks numbered node by node) with `algorithm` ("" = the tuner's choice) in
+/// For `sharc-plan simulate`: the replay (SimResult::us, the time) of `c` of `bytes` on `nodes`
+/// nodes of `cluster` (ranks numbered node by node) with `algorithm` ("" = the tuner's choice) in
 /// chunks of `chunkBytes` (0 = the tuner's chunk for that algorithm). Throws
 /// sharc::Error(InvalidArgument) for an unknown algorithm name.
-double simulateUs(const Cluster& cluster, int nodes, Collective c, size_t bytes,
-                  const std::string& algorithm, size_t chunkBytes);
-/// The same, with the replay's whole result.
 SimResult simulateCall(const Cluster& cluster, int nodes, Collective c, size_t bytes,
                        const std::string& algorithm, size_t chunkBytes);
 

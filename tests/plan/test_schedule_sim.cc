@@ -264,10 +264,10 @@ TEST(ScheduleSim, SimulateUsReplaysTheClusterAsTheTunerPlansIt) {
   const size_t bytes = 16 << 20;
   const algo::NodeMap map = nodeMap(2, c.ranksPerNode);
   EXPECT_DOUBLE_EQ(
-      simulateUs(c, 2, Collective::AllGather, bytes, "ring", 1 << 20),
+      simulateCall(c, 2, Collective::AllGather, bytes, "ring", 1 << 20).us,
       simulate(tunerParams(c), map, Collective::AllGather, bytes, Algorithm::Ring, 1 << 20).us);
-  EXPECT_GT(simulateUs(c, 2, Collective::AllReduce, bytes, "", 0), 0);
-  EXPECT_THROW(simulateUs(c, 2, Collective::AllGather, bytes, "rings", 0), Error);
+  EXPECT_GT(simulateCall(c, 2, Collective::AllReduce, bytes, "", 0).us, 0);
+  EXPECT_THROW(simulateCall(c, 2, Collective::AllGather, bytes, "rings", 0), Error);
 }
 
 // ---- the model against the replay ----------------------------------------------------------

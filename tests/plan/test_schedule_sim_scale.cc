@@ -19,7 +19,7 @@ using algo::Algorithm;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-// The replay's parameters for a built-in profile, as simulateUs sets them.
+// The replay's parameters for a built-in profile, as simulateCall sets them.
 algo::TunerParams replayParams(const Cluster& c) {
   algo::TunerParams p = tunerParams(c);
   p.postedSends = static_cast<int>(algo::kMinPostedSends);
@@ -68,7 +68,8 @@ struct TableRow {
 void expectRowAgrees(const TableRow& r, double tolerance) {
   const Cluster c = builtinCluster(r.cluster);
   const Prediction model = predictCollective(c, r.nodes, r.coll, r.bytes, "");
-  const double replay = simulateUs(c, r.nodes, r.coll, r.bytes, model.algorithm, model.chunkBytes);
+  const double replay =
+      simulateCall(c, r.nodes, r.coll, r.bytes, model.algorithm, model.chunkBytes).us;
   EXPECT_LE(std::abs(model.predictedUs - replay), tolerance * replay)
       << r.cluster << " " << collectiveName(r.coll) << " " << r.nodes << " nodes "
       << simcheck::sizeName(r.bytes) << " " << model.algorithm << ": model " << model.predictedUs
