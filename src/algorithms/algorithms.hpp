@@ -2,6 +2,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/algorithm.hpp"
 #include "schedule.hpp"
@@ -63,17 +65,41 @@ inline bool bruckWholePieces(double pieceBytes, double blockBytes, double nodePe
   return pieceBytes > 2 * blockBytes &&
          nodePeers * nodes * blockBytes <= static_cast<double>(kBruckLaneScratchMax);
 }
+/// How many units of hierarchical_bruck's ReduceScatter local phase (a run of positions and a
+/// piece of their blocks) may post and gather before the oldest of them is reduced. The
+/// builder and the cost model's lead use this one value.
+inline constexpr size_t kBruckUnitsAhead = 3;
+/// The smallest part hierarchical_bruck's ReduceScatter cuts a reversed Bruck step's message
+/// into: a message under 64 KiB stripes over fewer than four rails (transport/stripe_rule.hpp),
+/// the rails of a p5 rank, and crawls where it is the last one left.
+inline constexpr double kReverseBruckMinPart = 64.0 * 1024;
 /// Where hierarchical_bruck's ReduceScatter splits a reversed Bruck step's message of `blocks`
 /// blocks at distance `distance`: the blocks [half, blocks) that the next step sends on go
-/// first, then [0, half), so that the next step can start halfway through this one. Only where
-/// each part holds at least half a piece (smaller, the split only adds messages). Returns half,
-/// or 0 for no split. The builder and the cost model decide by this one rule.
-inline int reverseBruckSplit(int blocks, int distance, double blockBytes, double pieceBytes) {
+/// first, then [0, half), itself split the same way at distance half, so that each step can
+/// start early in the one before and a step's last bytes are those with the fewest hops left.
+/// Only where both parts hold kReverseBruckMinPart. Returns half, or 0 for no split. The
+/// builder and the cost model decide by this one rule.
+inline int reverseBruckSplit(int blocks, int distance, double blockBytes) {
   const int half = distance / 2;
   if (half == 0 || half >= blocks) return 0;
-  const bool halfPieces =
-      2.0 * half * blockBytes >= pieceBytes && 2.0 * (blocks - half) * blockBytes >= pieceBytes;
-  return halfPieces ? half : 0;
+  const bool parts = half * blockBytes >= kReverseBruckMinPart &&
+                     (blocks - half) * blockBytes >= kReverseBruckMinPart;
+  return parts ? half : 0;
+}
+/// The order in which hierarchical_bruck's ReduceScatter sends a reversed Bruck step's message
+/// of `blocks` blocks at distance `distance`: ranges [first, last) of its blocks, split again
+/// and again by reverseBruckSplit ([d/2, blocks), [d/4, d/2), ..., then the rest from 0).
+inline std::vector<std::pair<int, int>> reverseBruckOrder(int blocks, int distance,
+                                                          double blockBytes) {
+  std::vector<std::pair<int, int>> order;
+  int end = blocks;
+  for (int half = reverseBruckSplit(end, distance, blockBytes); half > 0;
+       half = reverseBruckSplit(end, half, blockBytes)) {
+    order.push_back({half, end});
+    end = half;
+  }
+  order.push_back({0, end});
+  return order;
 }
 /// The same with a Bruck across nodes (hierarchical_bruck.cc): false, building nothing, where
 /// the nodes differ in size (or as above); the caller then builds the hierarchical form.

@@ -85,10 +85,10 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   // the local phase runs at the slower of NVLink and the rank posting its sends (L-1 per
   // unit), gathering them and running their reductions
   const double localPhase = std::max(localRuns, units * (L - 1) * s + reduced + gathered);
-  // The first piece across nodes waits for its unit: its messages from the node peers, and
-  // its reductions (and gathers), which the thread runs only once it has posted the node
-  // peers' sends ahead of them and the window's worth that refill the engine's window (two
-  // per peer: L-1 in the node, one per step across nodes).
+  // The first piece across nodes waits for its unit: its messages from the node peers, then
+  // its reductions. The thread reaches those only after the work that became ready before
+  // them: the posts and gathers of the kBruckUnitsAhead units the builder lets run ahead (the
+  // posts up to the engine's window: two per peer, L-1 in the node, one per step across nodes).
   const double window =
       p_.postedSends > 0
           ? static_cast<double>(sendWindow(static_cast<size_t>(L - 1 + reverseBruckSteps(N)),
@@ -96,10 +96,11 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
           : std::numeric_limits<double>::infinity();
   const double first =  // the bytes of each block the first unit makes
       runs ? std::min(runBlocks, static_cast<double>(reverseBruckStep(0, N, 0).blocks)) * m : one;
-  const double lead = al +
-                      std::max(std::min(units * (L - 1), (L - 1) + window) * s,
-                               o_ * (L - 1) * first * localPerByte(first)) +
-                      o_ * (L - 1) * first * g_ + (runs ? o_ * L * first * c_ : 0.0);
+  const double ahead = std::min(units, static_cast<double>(kBruckUnitsAhead));
+  const double gathers = runs ? o_ * L * first * c_ : 0.0;  // one unit's
+  const double before = std::min(ahead * (L - 1), (L - 1) + window) * s + ahead * gathers;
+  const double arrived = gathers + (L - 1) * s + al + o_ * (L - 1) * first * localPerByte(first);
+  const double lead = std::max(before, arrived) + o_ * (L - 1) * first * g_;
   // Step by step: a step streams its pieces once the part of the previous one it reads is in
   // and reduced (all of it, or the part sent first where the previous one was split) and the
   // local phase has made the positions it reads first. The rank's NICs carry the steps one
@@ -122,7 +123,7 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
     const double end = std::max({start + af + s + wire(b), nic + wire(b) + af,
                                  al + localPhase * made / N + af + s + wire(x)}) +
                        red;
-    const int half = reverseBruckSplit(rb.blocks, rb.distance, m, piece);
+    const int half = reverseBruckSplit(rb.blocks, rb.distance, m);
     const double sentFirst = (blocks - half) * m;
     ready = half > 0 ? std::max(start + af + s + wire(sentFirst), nic + wire(sentFirst) + af) + red
                      : end;

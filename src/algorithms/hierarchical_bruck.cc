@@ -133,13 +133,9 @@ class PieceIndex {
   std::vector<Piece> found_;
 };
 
-// The blocks of a reversed Bruck step's message in the order they go, as ranges of its
-// blocks (reverseBruckSplit).
+// The blocks of a reversed Bruck step's message in the order they go (reverseBruckOrder).
 std::vector<std::pair<int, int>> stepOrder(const ReverseBruckStep& b, const Rails& g) {
-  const int half = reverseBruckSplit(b.blocks, b.distance, static_cast<double>(g.block),
-                                     static_cast<double>(g.pieceElems * g.elem));
-  if (half == 0) return {{0, b.blocks}};
-  return {{half, b.blocks}, {0, half}};
+  return reverseBruckOrder(b.blocks, b.distance, static_cast<double>(g.block));
 }
 
 }  // namespace
@@ -284,9 +280,9 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   // unit made afterwards goes before the ones it overlaps (own and node partials first).
   PieceIndex early(N, g.block);
   // The local phase in units of (run of positions, piece of their blocks), in the order the
-  // reversed steps read them: step 0's positions [d, N) ascending, then the next step's,
-  // position 0 last. Each unit: contributions to the node peers, theirs to this rank,
-  // reduced in order (own first, then peers by local index).
+  // reversed steps read them: step 0's positions [d, N) in its order (reverseBruckOrder),
+  // then the next step's, position 0 last. Each unit: contributions to the node peers, theirs to
+  // this rank, reduced in order (own first, then peers by local index).
   struct Unit {
     size_t first, last;  // positions [first, last)
     size_t off, len;     // bytes of each block
@@ -308,8 +304,15 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   };
   for (int k = 0; k < reverseBruckSteps(g.N); ++k) {
     const ReverseBruckStep b = reverseBruckStep(0, g.N, k);
-    for (const auto& [first, last] : stepOrder(b, g))
+    // Ranges that follow one another down and fit one run together make one unit.
+    const auto order = stepOrder(b, g);
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto [first, last] = order[i];
+      while (i + 1 < order.size() && order[i + 1].second == first &&
+             static_cast<size_t>(last - order[i + 1].first) <= runMax)
+        first = order[++i].first;
       addRuns(static_cast<size_t>(b.distance + first), static_cast<size_t>(b.distance + last));
+    }
   }
   addRuns(0, 1);
   // The units to make before bytes [begin, end) of acc are complete: whole positions, and
@@ -348,14 +351,13 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   };
   uint32_t localSlot = 0;
   size_t made = 0;
-  // A unit's sends and gathers wait for the reductions of the unit kUnitsAhead before it. The
-  // engine's thread posts every ready send and runs every ready copy before it reduces:
-  // unthrottled, it would run the whole local phase's first and make every position at its
-  // end, holding back the steps across nodes.
-  constexpr size_t kUnitsAhead = 3;
+  // A unit's sends and gathers wait for the reductions of the unit kBruckUnitsAhead before it.
+  // The engine's thread posts every ready send and runs the ready copies in the order they
+  // became ready: unthrottled, it would run the whole local phase's first and make every
+  // position at its end, holding back the steps across nodes.
   std::vector<OpId> unitDone;
   const auto throttle = [&](OpId sd) {
-    if (made >= kUnitsAhead) s.after(sd, unitDone[made - kUnitsAhead]);
+    if (made >= kBruckUnitsAhead) s.after(sd, unitDone[made - kBruckUnitsAhead]);
   };
   const auto makeUnits = [&](size_t upTo) {
     for (; made < std::min(upTo, units.size()); ++made) {

@@ -69,6 +69,31 @@ TEST_P(HierarchicalBruck, MatchesReference) {
   runLayout(GetParam(), "hierarchical_bruck", "rail");
 }
 
+// Eight nodes: the reversed steps' messages split more than once (reverseBruckOrder) and the
+// parts of a step that fit one run make one local unit; blocks of 32 KiB, 64 KiB and an odd
+// size in pieces of 512 KiB.
+TEST(HierarchicalBruckEightNodes, ReduceScatterMatchesReference) {
+  RunOptions o;
+  o.env["SHARC_FI_PROVIDER"] = "tcp;ofi_rxm";
+  o.env["SHARC_ALGO"] = "hierarchical_bruck";
+  o.env["SHARC_CHUNK_BYTES"] = "524288";
+  o.env["SHARC_TIMEOUT_MS"] = "120000";
+  for (int node = 0; node < 8; ++node)
+    for (int local = 0; local < 2; ++local) o.nodeIds.push_back("node" + std::to_string(node));
+  runRanks(
+      16,
+      [](const RankContext&) {
+        auto comm = Communicator::createFromEnvironment();
+        for (size_t count : {size_t{8192}, size_t{16384}, size_t{16385}})
+          for (bool inPlace : {false, true})
+            for (RedOp op : {RedOp::Sum, RedOp::Avg})
+              EXPECT_EQ(
+                  runAndCheck(*comm, Coll::ReduceScatter, DataType::Float32, op, count, inPlace),
+                  "");
+      },
+      o);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HierarchicalBruck,
     ::testing::Values(Layout{"2x2", {0, 0, 1, 1}}, Layout{"2x3", {0, 0, 0, 1, 1, 1}},

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 #include <vector>
 
+#include "algorithms/algorithms.hpp"
 #include "algorithms/patterns.hpp"
 
 namespace sharc::algo {
@@ -147,6 +149,39 @@ TEST(Patterns, ReverseBruckReduceScatterReducesEverything) {
     }
     for (int r = 0; r < n; ++r) EXPECT_EQ(static_cast<int>(part[r][0].size()), n) << n;
   }
+}
+
+// A reversed Bruck step's message goes in ranges that tile it, each split at half the last
+// distance while both parts hold kReverseBruckMinPart: what the next step sends on first.
+TEST(Patterns, ReverseBruckOrderSendsOnwardBlocksFirst) {
+  using Order = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(
+      reverseBruckOrder(512, 512, 32 * 1024),
+      (Order{
+          {256, 512}, {128, 256}, {64, 128}, {32, 64}, {16, 32}, {8, 16}, {4, 8}, {2, 4}, {0, 2}}));
+  EXPECT_EQ(reverseBruckOrder(512, 512, 4 * 1024),
+            (Order{{256, 512}, {128, 256}, {64, 128}, {32, 64}, {16, 32}, {0, 16}}));
+  EXPECT_EQ(reverseBruckOrder(1, 1, 1 << 20), (Order{{0, 1}}));
+  EXPECT_EQ(reverseBruckOrder(3, 4, 1 << 20), (Order{{2, 3}, {1, 2}, {0, 1}}));
+  for (int n : {2, 3, 5, 8, 13, 64, 100, 1024})
+    for (double block : {1024.0, 32768.0, 1048576.0})
+      for (int s = 0; s < reverseBruckSteps(n); ++s) {
+        const ReverseBruckStep b = reverseBruckStep(0, n, s);
+        const Order order = reverseBruckOrder(b.blocks, b.distance, block);
+        int end = b.blocks;
+        for (size_t i = 0; i < order.size(); ++i) {
+          EXPECT_EQ(order[i].second, end) << n << " " << s;
+          EXPECT_LT(order[i].first, order[i].second) << n << " " << s;
+          const bool last = i + 1 == order.size();
+          EXPECT_EQ(order[i].first == 0, last) << n << " " << s;
+          if (!last) {
+            EXPECT_GE((order[i].second - order[i].first) * block, kReverseBruckMinPart);
+            EXPECT_GE(order[i].first * block, kReverseBruckMinPart);
+            EXPECT_LE(order[i].first, b.distance / 2);
+          }
+          end = order[i].first;
+        }
+      }
 }
 
 TEST(Patterns, BinomialTreeSpansAllRanks) {
