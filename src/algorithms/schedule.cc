@@ -422,8 +422,8 @@ Schedule::State Schedule::advance() {
       progressed = true;
     }
     while (!readyLocal_.empty() && state_ == State::Running) {
-      const OpId id = readyLocal_.front();
-      readyLocal_.pop_front();
+      const OpId id = readyLocal_.top();
+      readyLocal_.pop();
       const OpKind k = ops_[id].kind;
       if (ctx_.device != nullptr &&
           (k == OpKind::Reduce || k == OpKind::Copy || k == OpKind::Divide)) {
@@ -470,7 +470,7 @@ void Schedule::queueReady(OpId id) {
   else if (op.kind == OpKind::Recv)
     readyRecvs_.push(id);
   else
-    readyLocal_.push_back(id);
+    readyLocal_.push(id);
 }
 
 void Schedule::sizeSendWindow() {

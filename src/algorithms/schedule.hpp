@@ -315,7 +315,9 @@ class Schedule final : public transport::TransferOwner {
   std::vector<std::pair<OpId, OpId>> edges_;
   std::vector<uint32_t> depBegin_;
   std::vector<OpId> deps_;
-  std::deque<OpId> readyLocal_;
+  // Ready reductions, copies and divisions, oldest in schedule order first: the thread runs
+  // them in the order the builder interleaved them with the transfers.
+  std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readyLocal_;
   // Ready sends by link class (LinkClass), oldest in schedule order first, as receives are
   // posted: a forward built before the rank's later own sends goes before them.
   std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>> readySends_[2];
@@ -336,8 +338,7 @@ class Schedule final : public transport::TransferOwner {
   struct Armed {
     std::vector<OpState> states;
     std::vector<uint32_t> pending;
-    std::vector<OpId> sends[2], recvs;
-    std::deque<OpId> local;
+    std::vector<OpId> sends[2], recvs, local;
   };
   Armed armed_;
   std::vector<core::QueueMemory> deviceScratch_;

@@ -133,7 +133,7 @@ bool Schedule::rearm(uint64_t seq, std::chrono::steady_clock::time_point deadlin
   using Heap = std::priority_queue<OpId, std::vector<OpId>, std::greater<OpId>>;
   for (size_t c = 0; c < 2; ++c) readySends_[c] = Heap(std::greater<OpId>(), armed_.sends[c]);
   readyRecvs_ = Heap(std::greater<OpId>(), armed_.recvs);
-  readyLocal_ = armed_.local;
+  readyLocal_ = Heap(std::greater<OpId>(), armed_.local);
   return true;
 }
 

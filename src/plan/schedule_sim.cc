@@ -172,7 +172,8 @@ class Replay {
 
  private:
   struct Rank {
-    std::deque<uint32_t> local;  // ready, in the order they became ready
+    // ready reductions and copies, oldest in schedule order first (Schedule::advance)
+    std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> local;
     // ready sends by link class (algo::LinkClass), oldest in schedule order first
     std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<uint32_t>> sends[2];
     // ready receives, oldest first; every receive in schedule order; the oldest not posted
@@ -213,7 +214,7 @@ class Replay {
     else if (kind == Kind::Send)
       k.sends[static_cast<size_t>(linkOf(r, g))].push(g);
     else
-      k.local.push_back(g);
+      k.local.push(g);
   }
 
   // The operation is done (Schedule::complete): its dependents may become ready.
@@ -288,8 +289,8 @@ class Replay {
         progressed = true;
       }
       if (!k.local.empty()) {  // one at a time: what it makes ready is posted first (advance)
-        const uint32_t g = k.local.front();
-        k.local.pop_front();
+        const uint32_t g = k.local.top();
+        k.local.pop();
         const double start = t;
         if (ops_.kind[g] == Kind::Reduce) t += ops_.bytes[g] / (p_.reduceGbps * 1e3);
         if (ops_.kind[g] == Kind::Copy) t += ops_.bytes[g] / (p_.copyGbps * 1e3);
