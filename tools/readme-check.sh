@@ -104,6 +104,8 @@ check() {
       "COLLS=reduce_scatter SHARC_ALGO=hierarchical_bruck NODES=2,2,2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh c858168 b535771" | \
       "COLLS=\"reduce_scatter all_reduce\" MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh 7cf75ac 69aff74" | \
       "COLLS=reduce_scatter SHARC_ALGO=hierarchical_bruck NODES=2,2,2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh 7cf75ac 69aff74" | \
+      "COLLS=\"all_gather reduce_scatter all_reduce\" MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh 7cf41be b565f76" | \
+      "COLLS=reduce_scatter SHARC_ALGO=hierarchical_bruck NODES=2,2,2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=5 bash tools/perf-ab.sh 7cf41be b565f76" | \
       "ROUNDS=5 RANKS=4 MIN_BYTES=4K MAX_BYTES=16M bash tools/perf-ab.sh e3939aa 342c851")
       echo "covered: the same script as the perf-ab.sh 9c7cffe HEAD line (two builds and 4 minutes or more)" ;;
     "SHARC_ALGO=hierarchical_bruck NODES=2,2 RATE=2gbit MIN_BYTES=1M MAX_BYTES=64M ROUNDS=7 bash tools/perf-ab.sh 26146b7 846b176")
