@@ -173,11 +173,12 @@
 //     per message, gathered with strided copies); that local phase runs at the slower of
 //     NVLink and the rank's posts, gathers and reductions. The first piece across nodes waits
 //     for its unit, whose reductions the thread reaches only after the posts (at most
-//     L-1+W) and gathers of the kBruckUnitsAhead units made ahead. Step by step, each once the part of the last step it reads is in and reduced
-//     (all of it, or the part sent first where reverseBruckSplit splits the last step), the
-//     rank's NICs carrying the steps one after another, and once the local phase has made
-//     the positions it reads first; while that phase runs, each piece's reduction waits
-//     kThreadWaitUnits of a unit's work for the thread. Then acc[0]'s copy to the result.
+//     L-1+W) and gathers of the kBruckUnitsAhead units made ahead. Step by step, each once
+//     the part of the last step it reads is in and reduced (all of it, or the part sent
+//     first where reverseBruckSplit splits the last step), the rank's NICs carrying the
+//     steps one after another, and once the local phase has made the positions it reads
+//     first; while that phase runs, each piece's reduction waits kThreadWaitUnits of a
+//     unit's work for the thread. Then acc[0]'s copy to the result.
 //
 // Data paths (DataPath). Where a call's buffers are in GPU memory, the engine moves them one
 // of two ways; everything above costs the first.

@@ -352,9 +352,9 @@ bool buildHierarchicalBruckReduceScatter(Schedule& s, const CollArgs& a) {
   uint32_t localSlot = 0;
   size_t made = 0;
   // A unit's sends and gathers wait for the reductions of the unit kBruckUnitsAhead before it.
-  // The engine's thread posts every ready send and runs the ready copies in the order they
-  // became ready: unthrottled, it would run the whole local phase's first and make every
-  // position at its end, holding back the steps across nodes.
+  // The engine's thread posts every ready send before it runs a copy or reduction:
+  // unthrottled, it would post the whole local phase first and make every position at its
+  // end, holding back the steps across nodes.
   std::vector<OpId> unitDone;
   const auto throttle = [&](OpId sd) {
     if (made >= kBruckUnitsAhead) s.after(sd, unitDone[made - kBruckUnitsAhead]);
