@@ -52,7 +52,9 @@ def barrier(B):
         what = label(f"barrier #{it}", G, mode=mode)
 
         def go(it=it, mode=mode, what=what):
-            store.set(f"ctest/{B.G.name}/barrier{it}/{G.rank}", "1")
+            # add, not set: TCPStore answers an add only once the server holds the key, while a
+            # set is not acknowledged and may reach the server after a peer's check does
+            store.add(f"ctest/{B.G.name}/barrier{it}/{G.rank}", 1)
             time.sleep(0.002 * G.rank)  # later ranks arrive later
             complete(mode, lambda a: dist.barrier(group=G.pg, async_op=a))
             keys = [f"ctest/{B.G.name}/barrier{it}/{r}" for r in range(G.size)]
