@@ -162,12 +162,16 @@
 // P = max(chunk, N*m/(kMaxSlots/4)); it crosses at max(L*b_node, b_rank)*railScale(min(P, b_k))
 // per byte (the node's NICs carry the L rails' messages of the step at once). Within the node
 // every block but the rank's own rail goes to each node peer once: local = o*(L-1)*N*m*b_local
-// in messages of min(P, m), about N + N*m/P of them to each peer. The rank posts every send
+// in messages of min(P, m), each piece cut at the blocks' bounds. The rank posts every send
 // (s each) and runs its copies and reductions one after another with the posts, as the
 // replay does. DMA only.
-//   AllGather: the steps one after another, each fabric.alpha + s + its wire (its older blocks
-//     go first while the last step's arrive), then the last piece to the node peers; or the
-//     local link; or the rank's posts and its copies of the N blocks to the result.
+//   AllGather: the steps one after another on the rank's NICs, each its wire after the last,
+//     but its last piece no sooner than fabric.alpha + s + that piece's wire after the last
+//     step's end (its older blocks go first while the last step's arrive: the NICs idle only
+//     at the early steps whose messages are that short); then the last piece to the node
+//     peers (al, a send and a receive posted per message, its wire and placing); or the
+//     local link; or the rank's posts and its copies of the N blocks to the result, then the
+//     last piece's way to the node peers.
 //   ReduceScatter: the node peers' contributions first, in the order the reversed steps read
 //     the positions, reduced in order (where pieces hold several blocks, a run of positions
 //     per message, gathered with strided copies); that local phase runs at the slower of

@@ -2,7 +2,9 @@
 // (hierarchical_bruck.cc; cost_model.hpp, "Hierarchical with a Bruck across nodes").
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <numeric>
 
 #include "algorithms.hpp"
 #include "cost_model.hpp"
@@ -17,6 +19,21 @@ namespace {
 // reduce it while the local phase runs (the replay of p5 at 8 to 256 nodes, 32 MiB to 256 MiB:
 // model within 8 %).
 constexpr double kThreadWaitUnits = 0.75;
+
+// The messages of an AllGather's pieces to one node peer where each goes a block at a time:
+// the own block's pieces, then each step's, cut at the pieces' and at the blocks' bounds.
+double segmentsPerBlock(double piece, double block, int nodes) {
+  const auto p = static_cast<uint64_t>(piece), m = static_cast<uint64_t>(block);
+  const uint64_t both = std::lcm(p, m);
+  const auto cuts = [&](uint64_t bytes) {  // the parts of [0, bytes)
+    return (bytes - 1) / p + (bytes - 1) / m - (bytes - 1) / both + 1;
+  };
+  double n = static_cast<double>(cuts(m));
+  for (int st = 0; (1 << st) < nodes; ++st)
+    n += static_cast<double>(
+        cuts(static_cast<uint64_t>(bruckAllGatherStep(0, nodes, st).blocks) * m));
+  return n;
+}
 
 }  // namespace
 
@@ -37,31 +54,33 @@ void Model::hierarchicalBruck(Cost& k, double m, bool reduce) const {
   const double local = o_ * (L - 1) * N * m * blOne;
   double chain = 0, pieces = 0, last = 0;
   if (!reduce) {
-    // AllGather: the steps one after another, each once the last one's pieces are in (the
-    // older blocks go first, so the NICs idle about a latency per step); every piece goes on
-    // to the node peers as it arrives, the last one after the last step.
+    // AllGather: a step sends its pieces in the order the last step received them, the older
+    // blocks first, so only its last piece waits for the last step's last one to come in (a
+    // latency and a post): the NICs idle where a step's message is not longer on the wire
+    // than that, at the early, small steps.
     double lastPiece = one;
     for (int st = 0; (1 << st) < N; ++st) {
       const double b = bruckAllGatherStep(0, N, st).blocks * m;
-      chain += af + s + wire(b);
+      chain = st == 0 ? af + s + wire(b)
+                      : std::max(chain + wire(b), chain + af + s + wire(std::min(piece, b)));
       pieces += std::ceil(b / piece);
       lastPiece = std::min(piece, b);
     }  // Pieces of several blocks go to the node peers whole, which place the blocks with
     // strided copies (hierarchical_bruck.cc, kBruckLaneScratchMax); else a message per block.
     const bool whole = bruckWholePieces(piece, m, L - 1, N);
-    const double segments = whole ? std::ceil(m / piece) + pieces : N + std::ceil(N * m / piece);
+    const double segments = whole ? std::ceil(m / piece) + pieces : segmentsPerBlock(piece, m, N);
     const double placed = whole ? o_ * (L - 1) * N * m * c_ : 0.0;
     // The last step's last piece, once in, goes to the node peers: a message per block in it,
-    // or one whole, then placed.
+    // or one whole (each a send posted here and a receive there), then placed.
     const double lastMessages = (whole && lastPiece > m ? 1.0 : std::ceil(lastPiece / m)) * (L - 1);
-    last = al +
-           std::max(o_ * (L - 1) * lastPiece * localPerByte(std::min(piece, lastPiece)),
-                    lastMessages * s) +
-           (whole ? o_ * (L - 1) * lastPiece * c_ : 0.0) + s;
+    const double forward = o_ * (L - 1) * lastPiece * localPerByte(std::min(piece, lastPiece)) +
+                           (whole ? o_ * (L - 1) * lastPiece * c_ : 0.0) + s;
+    last = al + 2 * lastMessages * s + forward;
     // the rank: a post per send and, one after another with them, the copies of the rotated
-    // buffer to the result and of the node peers' pieces to their places
+    // buffer to the result and of the node peers' pieces to their places; after its last
+    // posts (the last piece's), that piece's way to the node peers
     const double thread = (pieces + segments * (L - 1)) * s + o_ * N * m * c_ + placed;
-    const double total = std::max({chain + last, local + al, thread + last});
+    const double total = std::max({chain + last, local + al, thread + al + forward});
     k.latency += af + al;
     k.transfer += total - af - al;
     k.fabric = true;
