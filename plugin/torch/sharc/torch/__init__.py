@@ -57,5 +57,37 @@ def _create_backend(dist_opts, backend_opts):  # noqa: ARG001  (no sharc-specifi
     )
 
 
+def _patch_set_pg_timeout():
+    """torch before 2.12 has no Backend.set_timeout, and its _set_pg_timeout changes only
+    Gloo and NCCL backends: there it also changes the group's sharc backends (as other
+    vendors' backends patch it). From 2.12 _set_pg_timeout reaches every backend itself."""
+    c10d = dist.distributed_c10d
+    if hasattr(dist, "set_timeout") or getattr(c10d._set_pg_timeout, "_sharc", False):
+        return
+    original = c10d._set_pg_timeout
+
+    def _set_pg_timeout(timeout, group=None):
+        pg = group if group is not None else c10d._get_default_group()
+        if c10d._rank_not_in_group(pg):
+            raise ValueError("Invalid process group specified")
+        sharc_backends = []
+        for device in pg._device_types:
+            try:
+                b = pg._get_backend(device)
+            except RuntimeError:
+                continue
+            if _C._is_sharc(b) and all(b is not s for s in sharc_backends):
+                sharc_backends.append(b)
+        for b in sharc_backends:
+            _C._set_timeout(b, _seconds(timeout))
+        if not sharc_backends:
+            original(timeout, group)
+
+    _set_pg_timeout._sharc = True
+    c10d._set_pg_timeout = _set_pg_timeout
+
+
+_patch_set_pg_timeout()
+
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=DEVICES)
