@@ -70,17 +70,19 @@ def _patch_set_pg_timeout():
         pg = group if group is not None else c10d._get_default_group()
         if c10d._rank_not_in_group(pg):
             raise ValueError("Invalid process group specified")
-        sharc_backends = []
+        sharc_backends, others = [], False
         for device in pg._device_types:
             try:
                 b = pg._get_backend(device)
             except RuntimeError:
                 continue
-            if _C._is_sharc(b) and all(b is not s for s in sharc_backends):
+            if not _C._is_sharc(b):
+                others = True
+            elif all(b is not s for s in sharc_backends):
                 sharc_backends.append(b)
         for b in sharc_backends:
             _C._set_timeout(b, _seconds(timeout))
-        if not sharc_backends:
+        if others or not sharc_backends:  # e.g. "cpu:sharc,cuda:nccl": torch's sets NCCL's
             original(timeout, group)
 
     _set_pg_timeout._sharc = True
