@@ -1,6 +1,7 @@
 // ProcessGroupSharc: creation, the collectives sharc's engine runs natively, coalescing.
 #include "backend.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 #include "tensor_args.hpp"
@@ -63,6 +64,39 @@ ProcessGroupSharc::ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& stor
     world = comm_;
   }
 }
+
+ProcessGroupSharc::ProcessGroupSharc(std::shared_ptr<sharc::Communicator> comm,
+                                     std::chrono::milliseconds timeout,
+                                     std::vector<int64_t> globalRanks)
+    : c10d::Backend(comm->rank(), comm->size()),
+      comm_(std::move(comm)),
+      globalRanks_(std::move(globalRanks)),
+      timeout_(timeout) {}
+
+#if SHARC_TORCH_HAS_SPLIT
+c10::intrusive_ptr<c10d::Backend> ProcessGroupSharc::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  const auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  if (me == ranks.end()) return nullptr;
+  const int newRank = static_cast<int>(me - ranks.begin());
+  const int newSize = static_cast<int>(ranks.size());
+  const std::chrono::milliseconds timeout =
+      opts ? std::chrono::duration_cast<std::chrono::milliseconds>(opts->timeout) : timeout_.load();
+  std::vector<int64_t> global;
+  for (int r : ranks) {
+    TORCH_CHECK(r >= 0 && r < size_, "rank ", rank_, ": split: rank ", r,
+                " is not in this group (expected 0..", size_ - 1, ")");
+    global.push_back(globalRanks_.empty() ? r : globalRanks_[static_cast<size_t>(r)]);
+  }
+  // The store may share the parent's connection, and the exchange blocks on it.
+  const sharc::ExchangeFn exchange = storeExchange(store->clone(), newRank, newSize);
+  auto child = engineCall("split_group", rank_, [&] {
+    return comm_->subgroup(std::vector<int>(ranks.begin(), ranks.end()), exchange, timeout);
+  });
+  return c10::make_intrusive<ProcessGroupSharc>(std::move(child), timeout, std::move(global));
+}
+#endif
 
 ProcessGroupSharc::~ProcessGroupSharc() {
   if (comm_) shutdownGroup();

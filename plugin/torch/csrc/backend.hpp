@@ -29,6 +29,9 @@ class ProcessGroupSharc final : public c10d::Backend {
   /// rendezvous either way.
   ProcessGroupSharc(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                     std::chrono::milliseconds timeout, const std::vector<int64_t>& globalRanks);
+  /// A group over an existing communicator (a split of this one's).
+  ProcessGroupSharc(std::shared_ptr<sharc::Communicator> comm, std::chrono::milliseconds timeout,
+                    std::vector<int64_t> globalRanks);
   ~ProcessGroupSharc() override;
 
   const std::string getBackendName() const override { return "sharc"; }
@@ -61,6 +64,17 @@ class ProcessGroupSharc final : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override {
     changeTimeout(timeout);
   }
+#endif
+#if SHARC_TORCH_HAS_SPLIT
+  /// torch's split_group: the members of `ranks` (this group's ranks, in the new group's
+  /// order) form a group over this one's endpoint, agreeing through `store`; a rank outside
+  /// takes no part and gets nullptr.
+  bool supportsSplitting() const override {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
 #endif
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,

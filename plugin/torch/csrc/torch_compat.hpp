@@ -10,6 +10,7 @@
 #include <torch/version.h>
 
 #include <chrono>
+#include <vector>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #define SHARC_TORCH_AT_LEAST(major, minor) \
@@ -24,6 +25,8 @@ static_assert(SHARC_TORCH_AT_LEAST(2, 6), "sharc's torch backend needs torch 2.6
 #define SHARC_TORCH_HAS_BACKEND_OPTIONS SHARC_TORCH_AT_LEAST(2, 9)
 // setTimeout(): torch 2.12.
 #define SHARC_TORCH_HAS_SET_TIMEOUT SHARC_TORCH_AT_LEAST(2, 12)
+// split(store, ranks, options), what ProcessGroup::splitGroup calls: torch 2.9.
+#define SHARC_TORCH_HAS_SPLIT SHARC_TORCH_AT_LEAST(2, 9)
 // SHARC_TORCH_CUDA (set by setup.py): built against a CUDA torch with the CUDA toolkit's
 // headers, so the extension uses c10::cuda directly instead of looking it up at run time.
 #ifndef SHARC_TORCH_CUDA
@@ -46,6 +49,11 @@ template <typename B>
 constexpr bool hasSetTimeout = requires(B& b) {
   b.setTimeout(std::chrono::milliseconds(1));
 };
+template <typename B>
+constexpr bool hasSplit = requires(B& b, const c10::intrusive_ptr<c10d::Store>& store,
+                                   const std::vector<int>& ranks) {
+  b.split(store, ranks, c10::intrusive_ptr<typename B::Options>());
+};
 
 static_assert(hasAbort<c10d::Backend> == bool(SHARC_TORCH_HAS_ABORT),
               "SHARC_TORCH_HAS_ABORT disagrees with this torch's c10d::Backend: fix its version");
@@ -55,5 +63,7 @@ static_assert(hasBackendOptions<c10d::Backend> == bool(SHARC_TORCH_HAS_BACKEND_O
 static_assert(hasSetTimeout<c10d::Backend> == bool(SHARC_TORCH_HAS_SET_TIMEOUT),
               "SHARC_TORCH_HAS_SET_TIMEOUT disagrees with this torch's c10d::Backend: fix its "
               "version");
+static_assert(hasSplit<c10d::Backend> == bool(SHARC_TORCH_HAS_SPLIT),
+              "SHARC_TORCH_HAS_SPLIT disagrees with this torch's c10d::Backend: fix its version");
 
 }  // namespace sharc::torch_backend::compat
