@@ -69,20 +69,6 @@ PYBIND11_MODULE(_C, m) {
           py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
           "Bounds the group's later operations by `timeout` (a timedelta), as "
           "ProcessGroupGloo's and ProcessGroupNCCL's do.");
-  m.def(
-      "_is_sharc",
-      [](const c10::intrusive_ptr<c10d::Backend>& b) {
-        return dynamic_cast<ProcessGroupSharc*>(b.get()) != nullptr;
-      },
-      "Whether a group's backend (group._get_backend(device)) is sharc's.");
-  m.def(
-      "_set_timeout",
-      [](const c10::intrusive_ptr<c10d::Backend>& b, double seconds) {
-        asSharc(b).changeTimeout(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
-      },
-      py::arg("backend"), py::arg("seconds"), py::call_guard<py::gil_scoped_release>(),
-      "Bounds a sharc group's later operations by `seconds` (what Backend.set_timeout does "
-      "on torch 2.12 and newer).");
   m.def("_engine_allreduce_us", &engineAllReduceUs, py::arg("backend"), py::arg("numel"),
         py::arg("iters"), py::call_guard<py::gil_scoped_release>(),
         "Median microseconds of blocking float32 all-reduces issued to the engine directly.");

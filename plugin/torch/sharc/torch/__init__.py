@@ -76,12 +76,12 @@ def _patch_set_pg_timeout():
                 b = pg._get_backend(device)
             except RuntimeError:
                 continue
-            if not _C._is_sharc(b):
+            if not isinstance(b, _C.ProcessGroupSharc):
                 others = True
             elif all(b is not s for s in sharc_backends):
                 sharc_backends.append(b)
         for b in sharc_backends:
-            _C._set_timeout(b, _seconds(timeout))
+            b._set_default_timeout(timeout)
         if others or not sharc_backends:  # e.g. "cpu:sharc,cuda:nccl": torch's sets NCCL's
             original(timeout, group)
 
