@@ -381,12 +381,9 @@ void ShmEndpoint::cancel(Transfer& t) {
         failed(&t, Result::SystemError, "canceled");
         return;
       }
-    if (p.incoming.active && p.incoming.recv == &t) {
-      p.incoming.recv = nullptr;
-      p.incoming.discard = true;  // the rest of the message is read and dropped
-      failed(&t, Result::SystemError, "canceled");
-      return;
-    }
+    // A receive whose message is being read is past canceling (as a matched fi_trecv is):
+    // it completes. Dropping the rest would lose a message its sender has sent.
+    if (p.incoming.active && p.incoming.recv == &t) return;
     for (auto it = p.sends.begin(); it != p.sends.end(); ++it)
       if (it->t == &t) {
         // A half-written message is ended with an abandon mark so the reader resynchronises.

@@ -155,6 +155,10 @@ bool StripedEndpoint::postPieces(Striped& s) {
 void StripedEndpoint::cancel(Transfer& t) {
   for (Striped& s : striped_)
     if (s.user == &t && !s.canceled) {
+      // Part of the message is here, so all of it was sent: it completes. (Canceling the
+      // rest would leave it unmatched, for a later receive of the same tag to take.)
+      if (!s.send && s.received > 0) return;
+      s.userCanceled = !s.send;
       s.canceled = true;
       s.failed = true;
       s.code = Result::SystemError;
@@ -167,8 +171,30 @@ void StripedEndpoint::cancel(Transfer& t) {
 
 void StripedEndpoint::cancelPieces(Striped& s) {
   for (size_t i = 0; i < s.pieces.size(); ++i)
-    if (s.pieces[i].posted && !s.pieces[i].done) rails_[i]->cancel(s.pieces[i].transfer);
+    if (s.pieces[i].posted && !s.pieces[i].done) {
+      s.pieces[i].cancelAsked = true;
+      rails_[i]->cancel(s.pieces[i].transfer);
+    }
   postPieces(s);  // pieces never posted finish now
+}
+
+void StripedEndpoint::withdrawCancel(Striped& s) {
+  s.userCanceled = s.canceled = s.failed = false;
+  s.withdrawn = true;
+  s.code = Result::Success;
+  s.message.clear();
+  for (Piece& p : s.pieces)
+    if (p.done && !p.arrived) {  // stopped (canceled, or never posted): again
+      p.done = p.posted = p.cancelAsked = false;
+      ++s.open;
+    }
+  postOrQueue(s);
+}
+
+void StripedEndpoint::postOrQueue(Striped& s) {
+  if (!postPieces(s) &&
+      std::find(waitingPost_.begin(), waitingPost_.end(), &s) == waitingPost_.end())
+    waitingPost_.push_back(&s);
 }
 
 size_t StripedEndpoint::progress() {
@@ -200,6 +226,8 @@ void StripedEndpoint::finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t t
     p.done = true;
     --s.open;
     if (ok) {
+      p.arrived = true;
+      if (s.userCanceled) withdrawCancel(s);
       s.received += bytes;
       s.matchedTag = tag;
       // A short piece: the sender cut another length. End the message here; the schedule
@@ -208,6 +236,11 @@ void StripedEndpoint::finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t t
         s.canceled = true;
         cancelPieces(s);
       }
+    } else if (s.withdrawn && p.cancelAsked) {  // its cancel was withdrawn: post it again
+      p.done = p.posted = p.cancelAsked = false;
+      ++s.open;
+      postOrQueue(s);
+      return;
     } else if (!s.canceled && !s.failed) {
       s.failed = true;
       s.code = code;

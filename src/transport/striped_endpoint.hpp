@@ -53,6 +53,8 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
     Striped* record = nullptr;
     size_t offset = 0, len = 0;
     bool posted = false, done = false;
+    bool arrived = false;      // finished with its bytes
+    bool cancelAsked = false;  // canceled at its rail, which has not answered yet
   };
   struct Striped {
     Transfer* user = nullptr;
@@ -65,6 +67,8 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
     size_t received = 0;  // bytes, receives
     uint64_t matchedTag = 0;
     bool failed = false, canceled = false, reported = false;
+    // The user canceled this receive; withdrawn once one of its pieces arrived anyway.
+    bool userCanceled = false, withdrawn = false;
     Result code = Result::Success;
     std::string message{};
   };
@@ -79,6 +83,11 @@ class StripedEndpoint final : public Endpoint, private TransferOwner {
   void finishPiece(Transfer& t, bool ok, size_t bytes, uint64_t tag, Result code,
                    const std::string& message);
   void cancelPieces(Striped& s);
+  // A piece of a canceled receive arrived: the sender sent the whole message, so the cancel
+  // is withdrawn and the pieces it stopped are posted again.
+  void withdrawCancel(Striped& s);
+  // Posts what the rails take now, queueing the rest for progress().
+  void postOrQueue(Striped& s);
   // Tells the user once every piece has finished.
   void reportIfFinished(Striped& s);
 

@@ -1,6 +1,6 @@
 // The shared-memory transport between two endpoints of one process over one segment (the
-// same code paths two processes take: the FIFOs only ever see the segment), and the
-// segment's life cycle.
+// same code paths two processes take: the FIFOs only ever see the segment), the segment's
+// life cycle, and cancels that come too late (also over two shared-memory rails, striped).
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -15,6 +15,7 @@
 
 #include "transport/shm_endpoint.hpp"
 #include "transport/shm_segment.hpp"
+#include "transport/striped_endpoint.hpp"
 
 namespace sharc::transport {
 namespace {
@@ -209,6 +210,62 @@ TEST(ShmTransport, CanceledReceiveReportsCanceled) {
   p.b.progress();
   ASSERT_TRUE(p.owner.find(r));
   EXPECT_EQ(p.owner.find(r)->message, "canceled");
+}
+
+// A receive whose message is being read is past canceling: it completes whole. (A receive
+// from any source cancels its losing receives; their messages must not be lost.)
+TEST(ShmTransport, CancelingAReceiveWhoseMessageIsBeingReadCompletesIt) {
+  Pair p;
+  const auto big = pattern(size_t{4} << 20, 10);
+  std::vector<std::byte> got(big.size());
+  Transfer s = p.transfer(), r = p.transfer();
+  ASSERT_EQ(p.b.postRecv(10, 5, 0, got.data(), got.size(), r), PostStatus::Posted);
+  ASSERT_EQ(p.a.postSend(11, 5, big.data(), big.size(), s), PostStatus::Posted);
+  p.b.progress();  // part of it is read into `got`
+  p.b.cancel(r);
+  const auto* e = p.until(r);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->ok) << e->message;
+  EXPECT_EQ(got, big);
+}
+
+// Over two rails a receive is two pieces. Canceled while rail 0's piece is being read and rail
+// 1's has not arrived, the cancel stops piece 1 only: once piece 0 arrives the cancel is
+// withdrawn and piece 1 posted again, so the message completes whole rather than half of it
+// staying behind for a later receive of the same tag.
+TEST(StripedTransport, ACancelThatCameTooLateForOnePieceIsWithdrawn) {
+  const ShmGeometry g = ShmGeometry::forRanks(2);
+  ShmSegment segment0 = ShmSegment::create(g.segmentBytes()),
+             segment1 = ShmSegment::create(g.segmentBytes());
+  auto rail = [&](const ShmSegment& seg, uint32_t local) {
+    return std::make_unique<ShmEndpoint>(ShmSegment::open(seg.name(), g.segmentBytes()), g, local,
+                                         std::vector<uint32_t>{10, 11},
+                                         std::vector<pid_t>{getpid(), getpid()});
+  };
+  std::vector<std::unique_ptr<Endpoint>> sendRails, recvRails;
+  sendRails.push_back(rail(segment0, 0));
+  sendRails.push_back(rail(segment1, 0));
+  recvRails.push_back(rail(segment0, 1));
+  recvRails.push_back(rail(segment1, 1));
+  Endpoint& recvRail0 = *recvRails[0];
+  StripedEndpoint a(std::move(sendRails)), b(std::move(recvRails));
+  const auto big = pattern(size_t{8} << 20, 11);  // two pieces of 4 MiB
+  std::vector<std::byte> got(big.size());
+  Recorder owner;
+  Transfer s{{}, &owner, 0}, r{{}, &owner, 1};
+  ASSERT_EQ(b.postRecv(10, 6, 0, got.data(), got.size(), r), PostStatus::Posted);
+  ASSERT_EQ(a.postSend(11, 6, big.data(), big.size(), s), PostStatus::Posted);
+  recvRail0.progress();  // part of piece 0 is read; piece 1 waits in rail 1's FIFO
+  b.cancel(r);
+  for (int i = 0; i < 100000 && !(owner.find(r) && owner.find(s)); ++i) {
+    a.progress();
+    b.progress();
+  }
+  ASSERT_TRUE(owner.find(r) && owner.find(s));
+  EXPECT_TRUE(owner.find(s)->ok) << owner.find(s)->message;
+  EXPECT_TRUE(owner.find(r)->ok) << owner.find(r)->message;
+  EXPECT_EQ(owner.find(r)->bytes, big.size());
+  EXPECT_EQ(got, big);
 }
 
 TEST(ShmTransport, APeerThatExitsFailsWhatWaitsOnIt) {
