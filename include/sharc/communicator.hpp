@@ -55,6 +55,9 @@ class Request {
   bool isCompleted() const noexcept;
   /// True for a request that refers to an operation.
   explicit operator bool() const noexcept { return state_ != nullptr; }
+  /// The rank a receive from any source (Communicator::irecvAny) took its message from, once
+  /// it has completed; -1 before, and for every other operation.
+  int source() const noexcept;
 
  private:
   friend class detail::CommunicatorImpl;
@@ -153,6 +156,12 @@ class Communicator {
   Request igroup(const std::vector<PointToPoint>& ops);
   Request isend(const void* buf, size_t bytes, int peer, uint32_t tag = 0);
   Request irecv(void* buf, size_t bytes, int peer, uint32_t tag = 0);
+  /// A receive from any other rank (MPI_ANY_SOURCE): the first message on `tag` from any
+  /// peer, in each peer's order; Request::source() names the sender. Host memory only. Until
+  /// it has completed, other receives on the same tag are refused (its match comes first).
+  /// A message a peer sent meanwhile stays that peer's next on the tag. Costs `bytes` of
+  /// scratch per peer while it waits.
+  Request irecvAny(void* buf, size_t bytes, uint32_t tag = 0);
 
   /// recvbuff[r*count .. (r+1)*count) receives rank r's sendbuff[0..count).
   Request iallGather(const void* sendbuff, void* recvbuff, size_t count, DataType type);

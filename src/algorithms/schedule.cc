@@ -344,6 +344,10 @@ void Schedule::runLocal(Op& op) {
 
 bool Schedule::post(OpId id) {
   Op& op = ops_[id];
+  if (op.race & kLost) {  // a racing receive that lost before it was posted
+    complete(id);
+    return true;
+  }
   if (op.staged) return op.kind == OpKind::Send ? startStagedSend(id) : postStagedRecv(id);
   return postTransfer(id, srcOf(op), dstOf(op));
 }
@@ -548,6 +552,7 @@ void Schedule::onTransferDone(transport::Transfer& t, size_t bytes, uint64_t tag
       fail(Result::InvalidUsage, os.str());
       return;
     }
+    if (op.race != 0 && raceArrived(t.index, bytes)) return;
     if (bytes != op.size) {
       fail(Result::InvalidUsage, describe() + ": mismatched count: peer " +
                                      std::to_string(op.peer) + " sent " + std::to_string(bytes) +
@@ -570,6 +575,7 @@ void Schedule::onTransferError(transport::Transfer& t, Result code, const std::s
     --postedRecvs_;
   states_[t.index] = OpState::Done;
   if (state_ != State::Running) return;
+  if (op.race != 0 && raceCanceled(t.index, code)) return;
   std::string what = message;
   if (code == Result::InvalidUsage)  // truncation: the peer sent more than this rank expects
     what = "mismatched count: " + message + " (do all ranks pass the same count?)";

@@ -151,6 +151,14 @@ class Schedule final : public transport::TransferOwner {
   OpId check(std::function<std::string()> verify);
   /// `op` starts only after `before` has completed.
   void after(OpId op, OpId before);
+  /// Told of a racing receive's message (race): `won` for the first to arrive; otherwise a
+  /// loser's message that arrived before its cancel took effect.
+  using ArrivalFn = std::function<void(OpId recv, size_t bytes, bool won)>;
+  /// Makes the receives `recvs` race (a receive from any source): the first to complete wins
+  /// (its count must be exact), the others are canceled, or never posted. A loser whose message
+  /// came anyway (any count up to its size) is handed to `onArrival` too, and is no error.
+  /// One race per schedule, built before it starts.
+  void race(std::vector<OpId> recvs, ArrivalFn onArrival);
   /// Scratch bytes owned by the schedule (returned to the pool when it is destroyed): device
   /// memory on the device path, for data the schedule's operations move and reduce.
   std::byte* scratch(size_t bytes);
@@ -253,6 +261,7 @@ class Schedule final : public transport::TransferOwner {
     bool staged = false;
     bool stagedIn = false;    // a staged send whose copy into `stage` has finished
     bool atEndpoint = false;  // posted to the endpoint and not completed (what fail() cancels)
+    uint8_t race = 0;         // kRacing, kLost (race)
     core::QueueMemory stage{};
   };
   // A device operation in flight: `op` moves on once `ticket` has finished.
@@ -261,6 +270,8 @@ class Schedule final : public transport::TransferOwner {
     OpId op;
   };
   static constexpr uint8_t kNoRegion = 255;
+  static constexpr uint8_t kRacing = 1, kLost = 2;  // Op::race
+  static constexpr OpId kNoOp = UINT32_MAX;
   // An operation's addresses, wherever they are kept (Op::region).
   std::byte* address(const void* p, uint8_t region) const {
     auto* a = static_cast<std::byte*>(const_cast<void*>(p));
@@ -278,6 +289,12 @@ class Schedule final : public transport::TransferOwner {
   void complete(OpId id);
   void runLocal(Op& op);
   bool post(OpId id);
+  // ---- races (schedule_race.cc) ----
+  // A racing receive's message arrived (the schedule runs): true when it was handled here,
+  // false when it goes on as any receive's (the winner's count is checked there).
+  bool raceArrived(OpId id, size_t bytes);
+  // A racing receive failed: true when that is its cancel (it lost), not an error.
+  bool raceCanceled(OpId id, Result code);
   // ---- the device path (schedule_device.cc) ----
   void markStaged(OpId id);        // at build time: decides whether a transfer is staged
   void runOnDevice(OpId id);       // enqueues a local operation, tracked by a fence
@@ -356,6 +373,9 @@ class Schedule final : public transport::TransferOwner {
   Result errorCode_ = Result::Success;
   std::string errorMessage_;
   Progress failedAt_;
+  std::vector<OpId> raceOps_;  // the racing receives (race)
+  ArrivalFn onArrival_;
+  OpId raceWinner_ = kNoOp;
 };
 
 }  // namespace sharc::algo

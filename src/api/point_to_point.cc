@@ -40,4 +40,8 @@ Request Communicator::irecv(void* buf, size_t bytes, int peer, uint32_t tag) {
   return impl_->startGroup({{PointToPoint::Kind::Recv, peer, buf, bytes, tag}});
 }
 
+Request Communicator::irecvAny(void* buf, size_t bytes, uint32_t tag) {
+  return impl_->startRecvAny(buf, bytes, tag);
+}
+
 }  // namespace sharc

@@ -28,4 +28,10 @@ bool Request::isCompleted() const noexcept {
   return state_->finished();
 }
 
+int Request::source() const noexcept {
+  if (!state_) return -1;
+  std::lock_guard<std::mutex> lock(state_->comm->engine->mu);
+  return state_->status == detail::RequestState::Status::Done ? state_->source : -1;
+}
+
 }  // namespace sharc

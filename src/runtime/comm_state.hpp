@@ -96,6 +96,12 @@ class CommState final : public transport::TransferOwner {
   ScheduleCache schedules{core::Config::get().scheduleCache};
   /// Point-to-point sequences per (peer << 32 | slot), sends and receives apart.
   std::unordered_map<uint64_t, uint32_t> sendSeq, recvSeq;
+  /// Messages a receive from any source took from peers it did not pick (their cancel came
+  /// too late), by (peer << 32 | slot): that peer's next receive on the slot gets them.
+  std::unordered_map<uint64_t, std::vector<std::byte>> strayMessages;
+  /// Receives from any source by slot: until one finishes, other receives on its slot are
+  /// refused (their sequences depend on which peer it takes).
+  std::unordered_map<uint32_t, std::weak_ptr<RequestState>> anySourceRecvs;
   bool aborted = false;
   std::string abortMessage;
   /// Why the communicator failed (Success while it has not): this rank's failure's code, or

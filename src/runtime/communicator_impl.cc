@@ -375,7 +375,10 @@ algo::ScheduleContext CommunicatorImpl::baseContext(CollectiveKind kind, DataTyp
 }
 
 Request CommunicatorImpl::launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId) {
-  auto request = std::make_shared<RequestState>(state_, std::move(schedule));
+  return launch(std::make_shared<RequestState>(state_, std::move(schedule)), traceId);
+}
+
+Request CommunicatorImpl::launch(std::shared_ptr<RequestState> request, uint64_t traceId) {
   request->traceId = traceId;
   request->startedAt = std::chrono::steady_clock::now();
   state_->engine->addActive(request);

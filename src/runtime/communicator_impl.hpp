@@ -55,6 +55,8 @@ class CommunicatorImpl {
                                          std::chrono::milliseconds timeout);
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
+  /// Starts a receive from any other rank (communicator_impl_any_source.cc).
+  Request startRecvAny(void* buf, size_t bytes, uint32_t tag);
   /// Validates and queues a stream-ordered call (stream_calls.cc).
   void startStream(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type,
                    RedOp op, int root, CudaStream stream);
@@ -102,6 +104,15 @@ class CommunicatorImpl {
   algo::ScheduleContext baseContext(CollectiveKind kind, DataType type, RedOp op, size_t count);
   // Registers a built schedule and posts what it can (engine lock held).
   Request launch(std::shared_ptr<algo::Schedule> schedule, uint64_t traceId);
+  Request launch(std::shared_ptr<RequestState> request, uint64_t traceId);
+  /// A started point-to-point operation's flight record (engine lock held); returns its id.
+  uint64_t recordPointToPoint(size_t bytes);
+  /// Checks a group's receives against pending receives from any source and stray messages
+  /// (engine lock held); throws before anything changes.
+  void checkReceives(const std::vector<PointToPoint>& ops, const std::string& call) const;
+  /// A receive of `p` that a stray message satisfies: copies it out, and counts it received
+  /// (engine lock held, after checkReceives). False when none waits.
+  bool takeStray(const PointToPoint& p);
   // Lets queued stream-ordered calls finish and stops their worker (stream_calls.cc).
   void stopStreamCalls() noexcept;
   std::shared_ptr<CommState> state_;

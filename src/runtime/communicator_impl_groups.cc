@@ -38,6 +38,7 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
   Engine& engine = *c.engine;
   std::lock_guard<std::mutex> lock(engine.mu);
   if (c.aborted) invalid(Result::RemoteError, c.rank, call, c.abortMessage);
+  checkReceives(ops, call);
   auto schedule = std::make_shared<algo::Schedule>(
       baseContext(CollectiveKind::PointToPoint, DataType::Uint8, RedOp::Sum, bytes));
   for (const PointToPoint& p : ops) {
@@ -45,10 +46,15 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
     const uint64_t key = uint64_t{static_cast<uint32_t>(p.peer)} << 32 | slot;
     if (p.kind == PointToPoint::Kind::Send)
       schedule->sendWithSeq(p.peer, c.sendSeq[key]++, slot, p.buf, p.bytes);
-    else
+    else if (!takeStray(p))
       schedule->recvWithSeq(p.peer, c.recvSeq[key]++, slot, p.buf, p.bytes);
   }
   SHARC_TRACE(schedule->describe());
+  return launch(std::move(schedule), recordPointToPoint(bytes));
+}
+
+uint64_t CommunicatorImpl::recordPointToPoint(size_t bytes) {
+  CommState& c = *state_;
   TraceEntry& e = c.recorder.add();
   e.p2pSeq = ++c.p2pGroups;
   e.kind = CollectiveKind::PointToPoint;
@@ -56,7 +62,7 @@ Request CommunicatorImpl::startGroup(const std::vector<PointToPoint>& ops) {
   e.path = c.path;
   e.state = TraceState::Started;
   e.queuedNs = e.startedNs = wallClockNs();
-  return launch(std::move(schedule), e.id);
+  return e.id;
 }
 
 std::shared_ptr<Communicator> CommunicatorImpl::subgroup(const std::vector<int>& members,

@@ -32,6 +32,7 @@ class RequestState {
   bool reportedSilence = false;  ///< the peer's silence has been logged
   bool graceGiven = false;       ///< the deadline was moved once (stall_probe.cc, kWaiterGrace)
   std::string probeNote;         ///< what the stall probe found (added to a timeout's message)
+  int source = -1;               ///< a receive from any source: the rank it took
 
   /// Done or failed (engine lock held).
   bool finished() const { return status != Status::Pending; }
