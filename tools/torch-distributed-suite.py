@@ -20,7 +20,7 @@ comes from the sharc package installed into that Python (pip install --no-build-
 from the checkout's plugin/torch/sharc, which has no built extension: the script says so, with
 the install command, when the package is missing.
 
---smoke runs SMOKE, 17 fast tests across the backend (collectives, point to point, groups, DDP)
+--smoke runs SMOKE, 20 fast tests across the backend (collectives, point to point, groups, DDP)
 with fork unless --start-method says otherwise, in well under a minute; it also fails when one
 of them is missing from this torch's suite or skipped, so that it cannot pass without testing.
 For CI, after tools/test.sh (which installs sharc into the root):
@@ -155,7 +155,8 @@ SMOKE = [
     "test_all_reduce_complex_unsupported_ops", "test_broadcast", "test_reduce_sum",
     "test_all_gather", "test_all_gather_coalesced_simple", "test_gather", "test_scatter",
     "test_barrier", "test_send_recv_with_tag", "test_isend", "test_irecv", "test_destroy_group",
-    "test_DistributedDataParallelCPU", "test_ddp_create_graph",
+    "test_DistributedDataParallelCPU", "test_ddp_create_graph", "test_send_recv_any_source",
+    "test_send_recv_any_source_autograd_profiler", "test_send_recv_any_source_torch_profiler",
 ]
 
 

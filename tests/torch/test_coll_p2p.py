@@ -109,34 +109,46 @@ def p2p(B):
                      True, ws)
         C.run(what, batch)
 
-    # receive from any source: group rank 0 collects one message from every other rank.
-    # sharc does not receive from any source: it must say so clearly (before anything is
-    # posted), and a receive naming the source then gets the message.
+    # receive from any source: group rank 0 collects two messages from every other rank, in
+    # whatever order they come, each sender's in its own order. Then the senders' third
+    # messages race: one goes to a receive from any source, the others to receives naming
+    # their senders (what the race's losing receives took must reach them).
     what = label("recv from any source", G, torch.float32, None, 17)
 
     def anysrc():
         key = B.key("any")
         if me == 0:
-            named = False
-            if BACKEND == "sharc":
-                try:
-                    dist.recv(torch.zeros(17), group=G.pg, tag=5)
-                    C.true(what, False, "sharc received from any source after all?")
-                except RuntimeError as e:
-                    C.true(what + " refusal", "any source" in str(e), f"error: {e}")
-                named = True
-            seen = set()
-            for sender in range(1, ws):
+            got = {}
+            for _ in range(2 * (ws - 1)):
                 t = torch.zeros(17)
-                src = dist.recv(t, src=G.glob(sender) if named else None, group=G.pg, tag=5)
+                src = dist.recv(t, group=G.pg, tag=5)
                 gsrc = G.members.index(src) if src in G.members else -1
-                seen.add(gsrc)
-                C.expect(f"{what} from {src}", t, gen(f"{key}/{gsrc}", 17, torch.float32),
+                n = len(got.setdefault(gsrc, []))
+                got[gsrc].append(n)
+                C.expect(f"{what} #{n} from {src}", t, gen(f"{key}/{gsrc}/{n}", 17, torch.float32),
                          torch.float32, True, ws)
-            C.true(what + " senders", seen == set(range(1, ws)), f"saw {sorted(seen)}")
+            C.true(what + " senders", sorted(got) == list(range(1, ws)), f"saw {sorted(got)}")
+            dist.barrier(group=G.pg)  # every sender's first two are here: now the race
+            t = torch.zeros(17)
+            work = dist.irecv(t, group=G.pg, tag=5)
+            work.wait()
+            C.true(what + " irecv source", work._source_rank() in G.members, "no source rank")
+            gsrc = G.members.index(work._source_rank())
+            C.expect(what + " irecv", t, gen(f"{key}/{gsrc}/2", 17, torch.float32), torch.float32,
+                     True, ws)
+            for sender in range(1, ws):
+                if sender == gsrc:
+                    continue
+                t = torch.zeros(17)
+                dist.recv(t, src=G.glob(sender), group=G.pg, tag=5)
+                C.expect(f"{what} named from {sender}", t,
+                         gen(f"{key}/{sender}/2", 17, torch.float32), torch.float32, True, ws)
         else:
-            dist.send(gen(f"{key}/{me}", 17, torch.float32), dst=G.glob(0), group=G.pg,
-                      tag=5)
+            for n in range(3):
+                if n == 2:
+                    dist.barrier(group=G.pg)
+                dist.send(gen(f"{key}/{me}/{n}", 17, torch.float32), dst=G.glob(0), group=G.pg,
+                          tag=5)
     C.run(what, anysrc)
 
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sharc/communicator.hpp>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -137,6 +138,9 @@ class ProcessGroupSharc final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
 
  private:
+  // recv and recvAnysource (no srcRank): one receive into tensors[0].
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors,
+                                         std::optional<int> srcRank, int tag);
   friend class Launch;
   friend class HostStaging;
 

@@ -218,25 +218,37 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::send(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recv(std::vector<at::Tensor>& tensors,
                                                        int srcRank, int tag) {
+  return receive(tensors, srcRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                                int tag) {
+  return receive(tensors, std::nullopt, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::receive(std::vector<at::Tensor>& tensors,
+                                                          std::optional<int> srcRank, int tag) {
   const std::string call = "recv";
+  const bool anySource = !srcRank;
   at::Tensor& userT = const_cast<at::Tensor&>(single(call, rank_, tensors));
   checkWritable(call, rank_, userT, "recv");
   HostStaging staging(*this);
   const at::Tensor t = staging.output(userT);
   auto req = engineCall(call, rank_, [&] {
-    return comm_->irecv(t.data_ptr(), t.nbytes(), srcRank, userTag(call, rank_, tag));
+    const uint32_t engineTag = userTag(call, rank_, tag);
+    return anySource ? comm_->irecvAny(t.data_ptr(), t.nbytes(), engineTag)
+                     : comm_->irecv(t.data_ptr(), t.nbytes(), *srcRank, engineTag);
   });
   auto work = c10::make_intrusive<SharcWork>(
-      rank_, c10d::OpType::RECV, call, std::vector<sharc::Request>{req},
-      std::vector<at::Tensor>{userT}, std::vector<at::Tensor>{t}, staging.done());
-  work->setSourceRank(srcRank);
+      rank_, anySource ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, call,
+      std::vector<sharc::Request>{req}, std::vector<at::Tensor>{userT}, std::vector<at::Tensor>{t},
+      staging.done());
+  if (anySource)
+    work->setSourceFrom(req);
+  else
+    work->setSourceRank(*srcRank);
   ++seq_;
   return track(work, {req});
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupSharc::recvAnysource(std::vector<at::Tensor>&, int) {
-  reject("recv", rank_,
-         "receiving from any source is not supported by sharc; name the source rank");
 }
 
 }  // namespace sharc::torch_backend

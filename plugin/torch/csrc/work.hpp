@@ -31,9 +31,11 @@ class SharcWork final : public c10d::Work {
   void synchronize() override {}
   /// Completed by sharc's progress thread even if nobody waits (DDP's hooks rely on it).
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-  /// Source rank of a receive (set by recv).
-  int sourceRank() const override { return sourceRank_; }
+  /// Source rank of a receive: the one it named, or the one a receive from any source took.
+  int sourceRank() const override { return anySource_ ? anySource_.source() : sourceRank_; }
   void setSourceRank(int rank) { sourceRank_ = rank; }
+  /// A receive from any source: its source is `request`'s once it has completed.
+  void setSourceFrom(sharc::Request request) { anySource_ = std::move(request); }
 
   /// One poll of every pending request; finishes the work when they are all done or one
   /// failed. `block`: wait instead of testing. Returns true once finished.
@@ -51,6 +53,7 @@ class SharcWork final : public c10d::Work {
   bool concluded_ = false;
   std::exception_ptr error_;
   int sourceRank_ = -1;
+  sharc::Request anySource_;
 };
 
 /// A work that is already finished (operations with nothing to do).
