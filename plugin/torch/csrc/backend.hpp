@@ -136,6 +136,13 @@ class ProcessGroupSharc final : public c10d::Backend {
   // torch's coalescing manager: the operations in between complete as one work.
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+#if SHARC_TORCH_HAS_SUPPORTS_COALESCING
+  /// Operations between startCoalescing and endCoalescing (sends and receives included: torch's
+  /// batch_isend_irecv then takes the coalescing path) finish as one work.
+  bool supportsCoalescing() const override {
+    return true;
+  }
+#endif
 
  private:
   // recv and recvAnysource (no srcRank): one receive into tensors[0].

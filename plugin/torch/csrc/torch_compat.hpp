@@ -10,8 +10,8 @@
 #include <torch/version.h>
 
 #include <chrono>
-#include <vector>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <vector>
 
 #define SHARC_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||        \
@@ -27,6 +27,9 @@ static_assert(SHARC_TORCH_AT_LEAST(2, 6), "sharc's torch backend needs torch 2.6
 #define SHARC_TORCH_HAS_SET_TIMEOUT SHARC_TORCH_AT_LEAST(2, 12)
 // split(store, ranks, options), what ProcessGroup::splitGroup calls: torch 2.9.
 #define SHARC_TORCH_HAS_SPLIT SHARC_TORCH_AT_LEAST(2, 9)
+// supportsCoalescing(), which batch_isend_irecv and _abort_process_group read: after 2.6
+// (pytorch#135338); 2.7 is a guess, checked by the static_assert on each torch built against.
+#define SHARC_TORCH_HAS_SUPPORTS_COALESCING SHARC_TORCH_AT_LEAST(2, 7)
 // SHARC_TORCH_CUDA (set by setup.py): built against a CUDA torch with the CUDA toolkit's
 // headers, so the extension uses c10::cuda directly instead of looking it up at run time.
 #ifndef SHARC_TORCH_CUDA
@@ -54,6 +57,10 @@ constexpr bool hasSplit = requires(B& b, const c10::intrusive_ptr<c10d::Store>& 
                                    const std::vector<int>& ranks) {
   b.split(store, ranks, c10::intrusive_ptr<typename B::Options>());
 };
+template <typename B>
+constexpr bool hasSupportsCoalescing = requires(const B& b) {
+  b.supportsCoalescing();
+};
 
 static_assert(hasAbort<c10d::Backend> == bool(SHARC_TORCH_HAS_ABORT),
               "SHARC_TORCH_HAS_ABORT disagrees with this torch's c10d::Backend: fix its version");
@@ -65,5 +72,8 @@ static_assert(hasSetTimeout<c10d::Backend> == bool(SHARC_TORCH_HAS_SET_TIMEOUT),
               "version");
 static_assert(hasSplit<c10d::Backend> == bool(SHARC_TORCH_HAS_SPLIT),
               "SHARC_TORCH_HAS_SPLIT disagrees with this torch's c10d::Backend: fix its version");
+static_assert(hasSupportsCoalescing<c10d::Backend> == bool(SHARC_TORCH_HAS_SUPPORTS_COALESCING),
+              "SHARC_TORCH_HAS_SUPPORTS_COALESCING disagrees with this torch's c10d::Backend: fix "
+              "its version");
 
 }  // namespace sharc::torch_backend::compat

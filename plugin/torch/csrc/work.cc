@@ -96,7 +96,21 @@ SharcWork::SharcWork(int rank, c10d::OpType type, std::string call,
           c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
 }
 
-SharcWork::~SharcWork() = default;
+// A work dropped before it finished (an exception between isend and wait, a discarded
+// irecv) leaves operations that still read or write its tensors, here and on the peers: its
+// requests and tensors go to the progress thread, which keeps them until the requests end.
+SharcWork::~SharcWork() {
+  std::vector<sharc::Request> pending;
+  for (size_t i = 0; i < requests_.size(); ++i)
+    if (!done_[i]) pending.push_back(requests_[i]);
+  if (concluded_ || pending.empty()) return;
+  try {
+    ProgressThread::get().add(c10::make_intrusive<SharcWork>(
+        rank_, opType_, call_ + " (dropped before it finished)", std::move(pending),
+        std::move(outputs_), std::move(keepAlive_)));
+  } catch (...) {  // a destructor must not throw; the tensors are then freed as before
+  }
+}
 
 bool SharcWork::advance(bool block, std::chrono::milliseconds timeout) {
   std::exception_ptr error;
