@@ -28,6 +28,11 @@ std::shared_ptr<Communicator> Communicator::subgroup(const std::vector<int>& mem
   return impl_->subgroup(members, exchange, timeout);
 }
 
+std::shared_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,
+                                                   std::chrono::milliseconds timeout) {
+  return impl_->shrink(excluded, timeout);
+}
+
 Request Communicator::igroup(const std::vector<PointToPoint>& ops) {
   return impl_->startGroup(ops);
 }

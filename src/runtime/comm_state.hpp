@@ -58,6 +58,7 @@ class CommState final : public transport::TransferOwner {
   /// Collective calls issued so far: the last sequence number (tags carry its low 12 bits).
   uint64_t calls = 0;
   uint64_t p2pGroups = 0;     ///< point-to-point groups issued so far
+  uint32_t shrinks = 0;       ///< shrink() calls so far (their messages' sequence)
   int parentId = -1;          ///< the communicator this one was split from (-1: the world)
   const char* path = "host";  ///< "stream": the executor of stream-ordered calls
   /// The device path's links, per communicator rank: non-zero where the endpoint carries

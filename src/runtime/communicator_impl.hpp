@@ -53,6 +53,9 @@ class CommunicatorImpl {
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& members,
                                          const ExchangeFn& exchange,
                                          std::chrono::milliseconds timeout);
+  /// The survivors' communicator (communicator_impl_shrink.cc).
+  std::shared_ptr<Communicator> shrink(const std::vector<int>& excluded,
+                                       std::chrono::milliseconds timeout);
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
   /// Starts a receive from any other rank (communicator_impl_any_source.cc).
