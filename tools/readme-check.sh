@@ -66,9 +66,11 @@ check() {
       echo "covered: tests/trace/test_real_hangs.py (CTest sharc_trace_real_hangs) dumps, signals and serves records of real ranks and runs sharc-trace on them" ;;
     "ctest --test-dir build -R 'Abort|CApi' --output-on-failure" | \
       "ctest --test-dir build -R 'NetClose|CollNetClose' --output-on-failure" | \
-      "ctest --test-dir build -R 'FaultPlan'" | "ctest --test-dir build -R 'FaultInjection|faults'")
+      "ctest --test-dir build -R 'FaultPlan'" | "ctest --test-dir build -R 'FaultInjection|faults'" | \
+      "ctest --test-dir build -R 'Shrink' --output-on-failure")
       echo "covered: tools/test.sh's ctest runs these tests" ;;
-    "bash tools/torch-venv.sh -- bash tools/torch-test.sh -k 'abort or shutdown'")
+    "bash tools/torch-venv.sh -- bash tools/torch-test.sh -k 'abort or shutdown'" | \
+      "bash tools/torch-venv.sh -- bash tools/torch-test.sh -k shrink")
       echo "covered: tools/test.sh runs the whole torch suite on both versions" ;;
     "tools/fault-campaign.sh --perf build/perf/sharc-perf --trials 50 --seed 13" | \
       "tools/fault-campaign.sh --perf build/perf/sharc-perf --cluster 2x2 --trials 50" | \

@@ -153,12 +153,14 @@ class Communicator {
 
   /// Collective over the ranks not in `excluded` (the survivors; the excluded ranks take no
   /// part, dead or alive): a communicator of the survivors, renumbered densely in their old
-  /// order, over the same endpoint. Made after a failure (a dead peer, a timeout) or an abort:
-  /// this communicator is aborted first (its pending and later operations fail) and should
-  /// then be destroyed. Every survivor must pass the same `excluded`; `timeout` (0: this
-  /// communicator's) bounds the agreement, after which it throws Timeout.
+  /// order, over the same endpoint, as after a failure (a dead peer, a timeout) or an abort.
+  /// With `abortFirst` (NCCL's NCCL_SHRINK_ABORT) this communicator is aborted first: its
+  /// pending and later operations fail, here and on every rank it reaches. Every survivor must
+  /// pass the same `excluded`; `timeout` (0: this communicator's) bounds the agreement, after
+  /// which it throws Timeout.
   std::shared_ptr<Communicator> shrink(const std::vector<int>& excluded,
-                                       std::chrono::milliseconds timeout = {});
+                                       std::chrono::milliseconds timeout = {},
+                                       bool abortFirst = false);
 
   /// Sends and receives, each matched with its peer's in posting order per (peer, tag), run
   /// as one operation (like ncclGroupStart/End): a pair may send to each other at once.

@@ -29,8 +29,9 @@ std::shared_ptr<Communicator> Communicator::subgroup(const std::vector<int>& mem
 }
 
 std::shared_ptr<Communicator> Communicator::shrink(const std::vector<int>& excluded,
-                                                   std::chrono::milliseconds timeout) {
-  return impl_->shrink(excluded, timeout);
+                                                   std::chrono::milliseconds timeout,
+                                                   bool abortFirst) {
+  return impl_->shrink(excluded, timeout, abortFirst);
 }
 
 Request Communicator::igroup(const std::vector<PointToPoint>& ops) {

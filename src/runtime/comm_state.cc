@@ -128,7 +128,10 @@ void CommState::abort(const std::string& reason, Result code) {
 
 void CommState::close() {
   if (controlPosted_) engine->endpoint().cancel(controlRecv_);
-  engine->usedCommIds.reset(id);
+  // An aborted communicator's id stays taken on this endpoint: messages of its failed
+  // operations may still wait here unmatched, and a communicator reusing the id (its sequences
+  // start again at 1) would take them for its own.
+  if (!aborted) engine->usedCommIds.reset(id);
   std::erase(engine->comms, this);
 }
 

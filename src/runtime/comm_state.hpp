@@ -113,7 +113,8 @@ class CommState final : public transport::TransferOwner {
   void start();
   /// Marks the communicator failed with `code` and tells every other rank (engine lock held).
   void abort(const std::string& reason, Result code);
-  /// Cancels the abort-notice receive before the communicator goes away (engine lock held).
+  /// Cancels the abort-notice receive before the communicator goes away, and frees its id
+  /// unless it was aborted (engine lock held).
   void close();
   bool quiescent() const { return posted_ == 0 && unposted_ == 0; }
   /// What is still outstanding on the control channel, for messages.

@@ -55,7 +55,7 @@ class CommunicatorImpl {
                                          std::chrono::milliseconds timeout);
   /// The survivors' communicator (communicator_impl_shrink.cc).
   std::shared_ptr<Communicator> shrink(const std::vector<int>& excluded,
-                                       std::chrono::milliseconds timeout);
+                                       std::chrono::milliseconds timeout, bool abortFirst);
   /// Starts a group of sends and receives as one request (point_to_point.cc).
   Request startGroup(const std::vector<PointToPoint>& ops);
   /// Starts a receive from any other rank (communicator_impl_any_source.cc).

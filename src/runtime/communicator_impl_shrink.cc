@@ -28,7 +28,8 @@ std::string rankList(const std::vector<int>& ranks) {
 }  // namespace
 
 std::shared_ptr<Communicator> CommunicatorImpl::shrink(const std::vector<int>& excluded,
-                                                       std::chrono::milliseconds timeout) {
+                                                       std::chrono::milliseconds timeout,
+                                                       bool abortFirst) {
   CommState& c = *state_;
   if (destroyed_) invalid(Result::InvalidUsage, c.rank, "communicator used after destroy");
   std::vector<bool> out(static_cast<size_t>(c.size), false);
@@ -51,8 +52,9 @@ std::shared_ptr<Communicator> CommunicatorImpl::shrink(const std::vector<int>& e
   Engine& engine = *c.engine;
 
   // The survivors' ids in use, exchanged as point-to-point messages on the control slot with
-  // a sequence of their own (the control channel's notices have sequence 0): the aborted
-  // operations' stray messages cannot match them, and the excluded ranks are not asked.
+  // a sequence of their own (the control channel's notices have sequence 0): no message of this
+  // communicator's operations (failed, or still running) can match them, and the excluded
+  // ranks are not asked.
   std::vector<uint32_t> peers;
   std::vector<int32_t> pids;
   for (int m : survivors) {
@@ -65,7 +67,7 @@ std::shared_ptr<Communicator> CommunicatorImpl::shrink(const std::vector<int>& e
   std::shared_ptr<algo::Schedule> exchange;
   {
     std::lock_guard<std::mutex> lock(engine.mu);
-    if (!c.aborted)
+    if (abortFirst && !c.aborted)
       c.abort("rank " + std::to_string(c.rank) + " shrinks the communicator, excluding ranks " +
                   rankList(excluded),
               Result::RemoteError);
@@ -90,7 +92,8 @@ std::shared_ptr<Communicator> CommunicatorImpl::shrink(const std::vector<int>& e
       exchange->sendWithSeq(p, seq, algo::tag::kControlSlot, &mine, sizeof(Offer));
     }
   }
-  // Driven here, not as a request of the (aborted) communicator, whose operations fail.
+  // Driven here, not as a request of this communicator: it may have failed, and then its
+  // operations fail at once.
   for (;;) {
     algo::Schedule::State st;
     {

@@ -98,6 +98,25 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupSharc::split(
 }
 #endif
 
+#if SHARC_TORCH_HAS_SHRINK
+c10::intrusive_ptr<c10d::Backend> ProcessGroupSharc::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<Options>& opts) {
+  const std::chrono::milliseconds timeout =
+      opts ? std::chrono::duration_cast<std::chrono::milliseconds>(opts->timeout) : timeout_.load();
+  const std::vector<int> excluded(ranksToExclude.begin(), ranksToExclude.end());
+  std::vector<int64_t> global;
+  for (int r = 0; r < size_; ++r)
+    if (std::find(excluded.begin(), excluded.end(), r) == excluded.end())
+      global.push_back(globalRanks_.empty() ? r : globalRanks_[static_cast<size_t>(r)]);
+  constexpr int kShrinkAbort = 0x01;  // torch's SHRINK_ABORT
+  auto child = engineCall("shrink_group", rank_, [&] {
+    return comm_->shrink(excluded, timeout, (shrinkFlags & kShrinkAbort) != 0);
+  });
+  return c10::make_intrusive<ProcessGroupSharc>(std::move(child), timeout, std::move(global));
+}
+#endif
+
 ProcessGroupSharc::~ProcessGroupSharc() {
   if (comm_) shutdownGroup();
 }

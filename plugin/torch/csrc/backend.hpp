@@ -78,6 +78,17 @@ class ProcessGroupSharc final : public c10d::Backend {
                                           const c10::intrusive_ptr<Options>& opts) override;
 #endif
 
+#if SHARC_TORCH_HAS_SHRINK
+  /// torch's shrink_group: the ranks not in `ranksToExclude` form a group over this one's
+  /// endpoint (Communicator::shrink); SHRINK_ABORT in `shrinkFlags` aborts this group first.
+  bool supportsShrinking() const override {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& opts) override;
+#endif
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,

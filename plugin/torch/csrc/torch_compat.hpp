@@ -30,6 +30,9 @@ static_assert(SHARC_TORCH_AT_LEAST(2, 6), "sharc's torch backend needs torch 2.6
 // supportsCoalescing(), which batch_isend_irecv and _abort_process_group read: after 2.6
 // (pytorch#135338); 2.7 is a guess, checked by the static_assert on each torch built against.
 #define SHARC_TORCH_HAS_SUPPORTS_COALESCING SHARC_TORCH_AT_LEAST(2, 7)
+// supportsShrinking() and shrink(ranks_to_exclude, flags, options): after 2.6 (NCCL 2.27's
+// ncclCommShrink); 2.10 is a guess, checked by the static_assert on each torch built against.
+#define SHARC_TORCH_HAS_SHRINK SHARC_TORCH_AT_LEAST(2, 10)
 // SHARC_TORCH_CUDA (set by setup.py): built against a CUDA torch with the CUDA toolkit's
 // headers, so the extension uses c10::cuda directly instead of looking it up at run time.
 #ifndef SHARC_TORCH_CUDA
@@ -61,6 +64,10 @@ template <typename B>
 constexpr bool hasSupportsCoalescing = requires(const B& b) {
   b.supportsCoalescing();
 };
+template <typename B>
+constexpr bool hasShrink = requires(B& b, const std::vector<int64_t>& ranks) {
+  b.shrink(ranks, 0, c10::intrusive_ptr<typename B::Options>());
+};
 
 static_assert(hasAbort<c10d::Backend> == bool(SHARC_TORCH_HAS_ABORT),
               "SHARC_TORCH_HAS_ABORT disagrees with this torch's c10d::Backend: fix its version");
@@ -75,5 +82,7 @@ static_assert(hasSplit<c10d::Backend> == bool(SHARC_TORCH_HAS_SPLIT),
 static_assert(hasSupportsCoalescing<c10d::Backend> == bool(SHARC_TORCH_HAS_SUPPORTS_COALESCING),
               "SHARC_TORCH_HAS_SUPPORTS_COALESCING disagrees with this torch's c10d::Backend: fix "
               "its version");
+static_assert(hasShrink<c10d::Backend> == bool(SHARC_TORCH_HAS_SHRINK),
+              "SHARC_TORCH_HAS_SHRINK disagrees with this torch's c10d::Backend: fix its version");
 
 }  // namespace sharc::torch_backend::compat
